@@ -1,0 +1,203 @@
+"""The backend seam: decide where work runs, say why, and fall back when the GPU fails.
+
+Estimators call :func:`run_with_fallback` (or :func:`select_backend`) and write their
+solvers once against the operation set that both backends implement:
+
+===================  ==================================================================
+operation            meaning
+===================  ==================================================================
+``asarray``          input on the backend (dense, or sparse kept sparse)
+``to_host``          backend array to NumPy
+``column_mean``      (weighted) column mean by one GEMV
+``gram``             ``XᵀX`` with the centering ``- n·μμᵀ`` folded in
+``matmul``           ``a @ b (+ bias)``: cuBLASLt with the BIAS epilog on the GPU
+``spmm``             sparse @ dense
+``eigh``             all or the ``top`` largest eigenpairs, descending
+``svd``              economy SVD (gesvdj on the GPU)
+``randomized_svd``   Halko et al., scikit-learn's steps and random draws
+``qr_r``             R factor of a tall-skinny QR, positive diagonal
+``cholesky``         factor with ``solve``, ``logdet``, ``inverse``
+``sparse_spd``       sparse SPD factor with ``solve``, ``logdet``, ``refactor``
+===================  ==================================================================
+
+What the GPU backend supports is declared once, in :data:`GPU_REQUIREMENTS`; the
+decision, the reason and the test skips are derived from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+
+from .._config import get_config
+from ..exceptions import GPUFallbackWarning, GPUOutOfMemoryError, GPUUnavailableError
+from ._arrays import is_device_array
+from ._cpu import CPUBackend
+
+logger = logging.getLogger("skgpu")
+
+OPERATIONS = (
+    "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "eigh", "svd",
+    "randomized_svd", "qr_r", "cholesky", "sparse_spd",
+)
+
+#: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.
+GPU_REQUIREMENTS = {op: None for op in OPERATIONS}
+GPU_REQUIREMENTS["sparse_spd"] = "cudss"
+
+_CPU = CPUBackend()
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_status():
+    """``(usable, reason)`` for the GPU backend, checked once per process.
+
+    Importing CuPy and nvmath, counting CUDA devices and creating a cuSOLVER handle is
+    all that is done; nothing runs before an estimator asks for the GPU.
+    """
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a CUDA library that fails to load
+        return False, f"CuPy is not importable ({type(exc).__name__}: {exc}); install skgpu[gpu]"
+    try:
+        import nvmath
+    except Exception as exc:
+        return False, f"nvmath-python is not importable ({type(exc).__name__}: {exc}); install skgpu[gpu]"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return False, f"no CUDA device is usable ({type(exc).__name__}: {exc})"
+    if count < 1:
+        return False, "no CUDA device is present"
+    try:
+        from . import _gpu
+
+        _gpu._solver_handle()
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    except Exception as exc:
+        return False, f"the CUDA libraries did not load ({type(exc).__name__}: {exc})"
+    return True, f"{name} with CuPy {cupy.__version__} and nvmath-python {nvmath.__version__}"
+
+
+@functools.lru_cache(maxsize=None)
+def _requirement_status(requirement):
+    if requirement == "cudss":
+        try:
+            from nvmath.bindings import cudss
+
+            cudss.get_property(0)
+        except Exception as exc:
+            return False, f"cuDSS is not loadable ({type(exc).__name__}: {exc})"
+    return True, ""
+
+
+def gpu_unsupported_reason(operations=()):
+    """None if the GPU backend can run every operation named, else the reason it cannot."""
+    usable, reason = gpu_status()
+    if not usable:
+        return reason
+    for op in operations:
+        if op not in GPU_REQUIREMENTS:
+            raise ValueError(f"unknown backend operation {op!r}")
+        requirement = GPU_REQUIREMENTS[op]
+        if requirement is not None:
+            ok, why = _requirement_status(requirement)
+            if not ok:
+                return f"operation {op!r} needs {requirement}: {why}"
+    return None
+
+
+def get_backend(name):
+    """The backend object called ``name`` ("cpu" or "gpu")."""
+    if name == "cpu":
+        return _CPU
+    if name == "gpu":
+        from ._gpu import GPUBackend
+
+        return _gpu_backend(GPUBackend)
+    raise ValueError(f"backend must be 'cpu' or 'gpu', got {name!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_backend(cls):
+    return cls()
+
+
+def select_backend(device=None, *, operations=(), X=None):
+    """Pick the backend for work made of ``operations``; return ``(backend, reason)``.
+
+    Parameters
+    ----------
+    device : {"auto", "gpu", "cpu"} or None, default=None
+        None takes the value of :func:`skgpu.get_config`.
+    operations : iterable of str, default=()
+        Backend operations the work needs (see ``OPERATIONS``).
+    X : array-like, default=None
+        The input; only used to explain decisions (a GPU array on the CPU is copied).
+
+    Raises
+    ------
+    GPUUnavailableError
+        If ``device="gpu"`` and the GPU backend cannot run the work.
+    """
+    device = get_config()["device"] if device is None else device
+    if device not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"device must be 'auto', 'gpu' or 'cpu', got {device!r}")
+    if device == "cpu":
+        reason = "device='cpu' was requested"
+        if X is not None and is_device_array(X):
+            reason += "; the GPU input is copied to the host"
+        return _CPU, reason
+    why_not = gpu_unsupported_reason(operations)
+    if why_not is None:
+        return get_backend("gpu"), f"GPU backend usable: {gpu_status()[1]}"
+    if device == "gpu":
+        raise GPUUnavailableError(f"device='gpu' was requested but {why_not}.")
+    return _CPU, f"running on the CPU: {why_not}"
+
+
+def is_out_of_memory(exc):
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        from ._gpu import is_out_of_memory as gpu_oom
+    except Exception:
+        return False
+    return gpu_oom(exc)
+
+
+def run_with_fallback(func, *, device=None, operations=(), X=None, what="fit"):
+    """Run ``func(backend)`` on the selected backend; return ``(result, backend)``.
+
+    With ``device="auto"`` a GPU out-of-memory error frees the GPU memory pool, warns
+    :class:`~skgpu.GPUFallbackWarning` and re-runs ``func`` on the CPU. With
+    ``device="gpu"`` it raises :class:`~skgpu.exceptions.GPUOutOfMemoryError`. ``func``
+    must not modify the estimator: callers set fitted attributes from the returned
+    result, so a failure never leaves an estimator half-fitted.
+    """
+    device = get_config()["device"] if device is None else device
+    backend, reason = select_backend(device, operations=operations, X=X)
+    logger.info("%s: %s", what, reason)
+    if not backend.is_gpu:
+        return func(backend), backend
+    try:
+        return func(backend), backend
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        backend.free_memory()
+        message = f"{what} ran out of GPU memory ({type(exc).__name__}: {exc})"
+        if device == "gpu":
+            raise GPUOutOfMemoryError(message + "; use device='auto' to fall back to the CPU") from exc
+        warnings.warn(f"{message}; running on the CPU instead.", GPUFallbackWarning,
+                      stacklevel=3)
+        logger.info("%s: falling back to the CPU after a GPU out-of-memory error", what)
+        return func(_CPU), _CPU
+
+
+__all__ = [
+    "GPU_REQUIREMENTS", "OPERATIONS", "get_backend", "gpu_status",
+    "gpu_unsupported_reason", "run_with_fallback", "select_backend",
+]

@@ -1,0 +1,109 @@
+"""Recognise array containers without importing them, and convert between them.
+
+CuPy and torch are never imported here unless the array in hand already comes from them,
+so that ``import skgpu`` costs no GPU initialisation.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def _module_root(obj):
+    return type(obj).__module__.split(".", 1)[0]
+
+
+def is_cupy_array(X):
+    return _module_root(X) == "cupy" and hasattr(X, "__cuda_array_interface__")
+
+
+def is_cupy_sparse(X):
+    return type(X).__module__.startswith("cupyx.scipy.sparse")
+
+
+def is_torch_tensor(X):
+    return _module_root(X) == "torch" and hasattr(X, "__dlpack__")
+
+
+def is_device_array(X):
+    """True for arrays that live in GPU memory (CuPy, CuPy sparse, CUDA torch tensors)."""
+    if is_cupy_array(X) or is_cupy_sparse(X):
+        return True
+    return is_torch_tensor(X) and X.device.type == "cuda"
+
+
+def is_sparse(X):
+    return sp.issparse(X) or is_cupy_sparse(X)
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Where an input came from, so that outputs can be returned in the same kind.
+
+    kind : "numpy", "cupy", "torch" (the tensor's device is kept), "scipy-sparse" or
+    "cupy-sparse". pandas DataFrames count as "numpy": scikit-learn's ``set_output``
+    handles DataFrame output.
+    """
+
+    kind: str
+    torch_device: object = None
+
+
+def container_of(X):
+    if is_cupy_sparse(X):
+        return ContainerSpec("cupy-sparse")
+    if sp.issparse(X):
+        return ContainerSpec("scipy-sparse")
+    if is_cupy_array(X):
+        return ContainerSpec("cupy")
+    if is_torch_tensor(X):
+        return ContainerSpec("torch", X.device)
+    return ContainerSpec("numpy")
+
+
+def to_numpy(a):
+    """Any supported dense array or sparse matrix, moved to host memory (NumPy/SciPy)."""
+    if a is None or isinstance(a, np.ndarray) or sp.issparse(a):
+        return a
+    if is_cupy_array(a) or is_cupy_sparse(a):
+        return a.get()
+    if is_torch_tensor(a):
+        return a.detach().cpu().numpy()
+    return np.asarray(a)
+
+
+def to_cupy(a):
+    """Any supported array moved to (or viewed on) the current GPU as CuPy."""
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+
+    if is_cupy_array(a) or is_cupy_sparse(a):
+        return a
+    if sp.issparse(a):
+        fmt = a.format if a.format in ("csr", "csc", "coo") else "csr"
+        return getattr(csp, f"{fmt}_matrix")(a.asformat(fmt))
+    if is_torch_tensor(a):
+        if a.device.type == "cuda":
+            return cp.from_dlpack(a.detach())
+        a = a.detach().numpy()
+    return cp.asarray(a)
+
+
+def convert_output(a, spec: ContainerSpec):
+    """Return backend output ``a`` in the container described by ``spec``."""
+    if a is None:
+        return None
+    kind = spec.kind
+    if kind in ("numpy", "scipy-sparse"):
+        return to_numpy(a)
+    if kind in ("cupy", "cupy-sparse"):
+        return to_cupy(a)
+    # torch: same device as the input, through DLPack (no host round trip on CUDA).
+    torch = sys.modules["torch"]
+    if spec.torch_device.type == "cuda":
+        return torch.from_dlpack(to_cupy(a)).to(spec.torch_device)
+    return torch.from_numpy(np.ascontiguousarray(to_numpy(a)))

@@ -1,0 +1,172 @@
+"""The CPU backend: the operation set of DESIGN.md on NumPy and SciPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from sklearn.utils.extmath import randomized_svd as _sk_randomized_svd
+
+from ._arrays import to_numpy
+from ._common import not_positive_definite
+
+
+class CholeskyFactor:
+    """Dense Cholesky factor ``A = L Lᵀ`` on the host (LAPACK potrf/potrs/potri)."""
+
+    def __init__(self, L, what):
+        self.L = L
+        self._what = what
+
+    def solve(self, B):
+        return sla.cho_solve((self.L, True), B, check_finite=False)
+
+    def logdet(self):
+        return 2.0 * float(np.sum(np.log(np.diag(self.L))))
+
+    def inverse(self):
+        potri = sla.get_lapack_funcs("potri", (self.L,))
+        inv, info = potri(self.L, lower=True)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"potri failed on the {self._what} (info={info}).")
+        return np.tril(inv) + np.tril(inv, -1).T
+
+
+class SparseSPDFactor:
+    """Sparse SPD factor through SciPy's SuperLU in symmetric mode (no pivoting).
+
+    With ``diag_pivot_thresh=0`` and symmetric ordering, ``U``'s diagonal holds the
+    pivots of an LDLᵀ-like elimination, which are all positive exactly when the matrix
+    is positive definite; ``logdet`` is the sum of their logarithms.
+    """
+
+    def __init__(self, A, what):
+        self._what = what
+        self._A = sp.csc_matrix(A, dtype=np.float64, copy=True)
+        self._A.sort_indices()
+        self._factorize()
+
+    def _factorize(self):
+        try:
+            lu = spla.splu(
+                self._A,
+                permc_spec="MMD_AT_PLUS_A",
+                diag_pivot_thresh=0.0,
+                options={"SymmetricMode": True},
+            )
+        except RuntimeError as exc:  # "Factor is exactly singular"
+            raise not_positive_definite(self._what, str(exc)) from exc
+        pivots = lu.U.diagonal()
+        if not np.all(pivots > 0):
+            raise not_positive_definite(
+                self._what, f"{int(np.sum(pivots <= 0))} non-positive pivot(s)"
+            )
+        self._lu = lu
+        self._logdet = float(np.sum(np.log(pivots)))
+
+    @property
+    def shape(self):
+        return self._A.shape
+
+    def solve(self, B):
+        return self._lu.solve(np.asarray(B, dtype=np.float64))
+
+    def logdet(self):
+        return self._logdet
+
+    def refactor(self, A):
+        """Factor ``A``, a matrix with the same sparsity pattern, reusing this object."""
+        B = sp.csc_matrix(to_numpy(A), dtype=np.float64)
+        B.sort_indices()
+        if B.nnz != self._A.nnz or not np.array_equal(B.indices, self._A.indices):
+            raise ValueError("refactor needs a matrix with the same sparsity pattern.")
+        self._A.data[:] = B.data
+        self._factorize()
+
+
+class CPUBackend:
+    """NumPy/SciPy implementation of the backend operation set."""
+
+    name = "cpu"
+    is_gpu = False
+    xp = np
+
+    # arrays ---------------------------------------------------------------------------
+    def asarray(self, X, dtype=None):
+        X = to_numpy(X)
+        if sp.issparse(X):
+            return X if dtype is None or X.dtype == dtype else X.astype(dtype)
+        return np.asarray(X, dtype=dtype)
+
+    def to_host(self, a):
+        return to_numpy(a)
+
+    def is_sparse(self, X):
+        return sp.issparse(X)
+
+    def free_memory(self):
+        pass
+
+    # dense ----------------------------------------------------------------------------
+    def column_mean(self, X, sample_weight=None):
+        n = X.shape[0]
+        w = np.full(n, 1.0 / n, dtype=X.dtype) if sample_weight is None else (
+            np.asarray(sample_weight, dtype=X.dtype) / np.sum(sample_weight)
+        )
+        return np.asarray(X.T @ w).ravel()
+
+    def gram(self, X, mean=None):
+        G = X.T @ X
+        G = G.toarray() if sp.issparse(G) else np.asarray(G)
+        if mean is not None:
+            G -= X.shape[0] * np.outer(mean, mean)
+        return G
+
+    def matmul(self, a, b, bias=None):
+        out = a @ b
+        out = np.asarray(out.toarray() if sp.issparse(out) else out)
+        if bias is not None:
+            out += bias
+        return out
+
+    def spmm(self, A, B):
+        return np.asarray(A @ B)
+
+    def eigh(self, A, top=None):
+        n = A.shape[0]
+        if top is not None and top < n:
+            w, V = sla.eigh(A, subset_by_index=(n - top, n - 1), check_finite=False)
+        else:
+            w, V = sla.eigh(A, check_finite=False)
+        return w[::-1].copy(), V[:, ::-1].copy()
+
+    def svd(self, A):
+        return sla.svd(A, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+
+    def randomized_svd(
+        self, A, k, *, n_oversamples=10, n_iter="auto", power_iteration_normalizer="auto",
+        random_state=None, transpose="auto",
+    ):
+        return _sk_randomized_svd(
+            A, k, n_oversamples=n_oversamples, n_iter=n_iter,
+            power_iteration_normalizer=power_iteration_normalizer, transpose=transpose,
+            flip_sign=False, random_state=random_state,
+        )
+
+    def qr_r(self, X):
+        R = sla.qr(X, mode="r", check_finite=False)[0][: min(X.shape)]
+        signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
+        return R * signs[:, None]
+
+    def cholesky(self, A, *, what="matrix"):
+        L, info = sla.lapack.get_lapack_funcs("potrf", (A,))(A, lower=True, clean=True)
+        if info > 0:
+            raise not_positive_definite(what, f"leading minor of order {info} is not positive")
+        if info < 0:
+            raise ValueError(f"potrf: illegal value in argument {-info}")
+        return CholeskyFactor(L, what)
+
+    # sparse ---------------------------------------------------------------------------
+    def sparse_spd(self, A, *, what="matrix"):
+        return SparseSPDFactor(A, what)

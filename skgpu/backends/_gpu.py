@@ -1,0 +1,526 @@
+"""The GPU backend: the operation set of DESIGN.md on nvmath-python with CuPy arrays.
+
+Heavy kernels are nvmath's: cuBLASLt ``Matmul`` (with the BIAS epilog, plans cached per
+shape), cuSOLVER through ``nvmath.bindings.cusolverDn`` (potrf/potrs/potri, syevd/syevdx,
+gesvdj, geqrf/orgqr) and cuDSS through ``nvmath.sparse.advanced.DirectSolver``. CuPy is the
+array container and runs the elementwise work. This module imports CuPy and nvmath at
+import time; the seam imports it only when the GPU is asked for.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import threading
+from collections import OrderedDict
+
+import cupy as cp
+import cupyx.scipy.sparse as csp
+import numpy as np
+from nvmath.bindings import cusolverDn
+from nvmath.linalg.advanced import Matmul, MatmulComputeType, MatmulEpilog, MatmulOptions
+from sklearn.utils import check_random_state
+
+from .._config import get_config
+from ._arrays import is_sparse, to_cupy
+from ._common import not_positive_definite
+
+logger = logging.getLogger("skgpu")
+_nvmath_logger = logging.getLogger("skgpu.nvmath")
+
+_LOWER = 0  # cublasFillMode_t CUBLAS_FILL_MODE_LOWER (column-major lower triangle)
+_VECTOR = 1  # cusolverEigMode_t CUSOLVER_EIG_MODE_VECTOR
+_RANGE_I = 1002  # cusolverEigRange_t CUSOLVER_EIG_RANGE_I
+_MATMUL_CACHE_SIZE = 16
+
+_local = threading.local()
+
+
+def _thread_state():
+    """Per-thread, per-process state: cuSOLVER handles per device and the Matmul plan cache.
+
+    A forked worker sees the parent's thread-local object; the pid check gives it its own.
+    """
+    state = getattr(_local, "state", None)
+    if state is None or state["pid"] != os.getpid():
+        state = _local.state = {"pid": os.getpid(), "handles": {}, "plans": OrderedDict()}
+    return state
+
+
+def _solver_handle():
+    handles = _thread_state()["handles"]
+    device = cp.cuda.runtime.getDevice()
+    handle = handles.get(device)
+    if handle is None:
+        handle = handles[device] = cusolverDn.create()
+    cusolverDn.set_stream(handle, cp.cuda.get_current_stream().ptr)
+    return handle
+
+
+def _routine(dtype, name):
+    prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}.get(np.dtype(dtype))
+    if prefix is None:
+        raise TypeError(f"cuSOLVER routines here take float32 or float64, got {dtype}.")
+    return getattr(cusolverDn, prefix + name)
+
+
+def _info_value(info):
+    return int(info.get()[0])
+
+
+def _check_info(info, routine):
+    value = _info_value(info)
+    if value < 0:
+        raise RuntimeError(f"cuSOLVER {routine}: argument {-value} had an illegal value.")
+    if value > 0:
+        raise np.linalg.LinAlgError(f"cuSOLVER {routine} did not converge (info={value}).")
+
+
+def _workspace(lwork, dtype):
+    return cp.empty(max(int(lwork), 1), dtype=dtype)
+
+
+def _potrf(A):
+    """Lower Cholesky factor of ``A`` in a new Fortran-ordered buffer, and devInfo."""
+    F = cp.array(A, order="F", copy=True)
+    n = F.shape[0]
+    handle = _solver_handle()
+    lwork = _routine(F.dtype, "potrf_buffer_size")(handle, _LOWER, n, F.data.ptr, n)
+    work = _workspace(lwork, F.dtype)
+    info = cp.zeros(1, dtype=cp.int32)
+    _routine(F.dtype, "potrf")(handle, _LOWER, n, F.data.ptr, n, work.data.ptr, lwork,
+                               info.data.ptr)
+    return F, _info_value(info)
+
+
+def _householder_qr(Y, want_q):
+    """geqrf (and orgqr for Q) on a Fortran copy of tall ``Y``: returns (Q or None, R)."""
+    F = cp.array(Y, order="F", copy=True)
+    m, n = F.shape
+    k = min(m, n)
+    dt = F.dtype
+    handle = _solver_handle()
+    tau = cp.empty(k, dtype=dt)
+    info = cp.zeros(1, dtype=cp.int32)
+    lwork = _routine(dt, "geqrf_buffer_size")(handle, m, n, F.data.ptr, m)
+    work = _workspace(lwork, dt)
+    _routine(dt, "geqrf")(handle, m, n, F.data.ptr, m, tau.data.ptr, work.data.ptr, lwork,
+                          info.data.ptr)
+    _check_info(info, "geqrf")
+    R = cp.triu(F[:k, :])
+    if not want_q:
+        return None, R
+    lwork = _routine(dt, "orgqr_buffer_size")(handle, m, k, k, F.data.ptr, m, tau.data.ptr)
+    work = _workspace(lwork, dt)
+    _routine(dt, "orgqr")(handle, m, k, k, F.data.ptr, m, tau.data.ptr, work.data.ptr, lwork,
+                          info.data.ptr)
+    _check_info(info, "orgqr")
+    return F[:, :k], R
+
+
+def _positive_diagonal(Q, R):
+    signs = cp.where(cp.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
+    return (None if Q is None else Q * signs), R * signs[:, None]
+
+
+class GPUCholeskyFactor:
+    """Dense Cholesky factor ``A = L Lᵀ`` on the device (cuSOLVER potrf/potrs/potri)."""
+
+    def __init__(self, F, what):
+        self._F = F  # Fortran-ordered; its lower triangle is L
+        self._what = what
+
+    @property
+    def L(self):
+        return cp.tril(self._F)
+
+    def solve(self, B):
+        B = to_cupy(B)
+        one_d = B.ndim == 1
+        Bf = cp.array(B.reshape(-1, 1) if one_d else B, order="F", copy=True,
+                      dtype=self._F.dtype)
+        n, nrhs = Bf.shape
+        info = cp.zeros(1, dtype=cp.int32)
+        _routine(self._F.dtype, "potrs")(_solver_handle(), _LOWER, n, nrhs, self._F.data.ptr,
+                                         n, Bf.data.ptr, n, info.data.ptr)
+        _check_info(info, "potrs")
+        return Bf.ravel() if one_d else Bf
+
+    def logdet(self):
+        return 2.0 * float(cp.log(cp.diag(self._F)).sum())
+
+    def inverse(self):
+        F = self._F.copy(order="F")
+        n = F.shape[0]
+        handle = _solver_handle()
+        lwork = _routine(F.dtype, "potri_buffer_size")(handle, _LOWER, n, F.data.ptr, n)
+        work = _workspace(lwork, F.dtype)
+        info = cp.zeros(1, dtype=cp.int32)
+        _routine(F.dtype, "potri")(handle, _LOWER, n, F.data.ptr, n, work.data.ptr, lwork,
+                                   info.data.ptr)
+        _check_info(info, "potri")
+        lower = cp.tril(F)
+        return lower + cp.tril(F, -1).T
+
+
+def _cudss_threading_layer():
+    """Path of cuDSS's OpenMP threading layer shipped in its wheel, or None."""
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in list(getattr(nvidia, "__path__", [])):
+        hits = sorted(glob.glob(os.path.join(root, "**", "libcudss_mtlayer_gomp.so*"),
+                                recursive=True))
+        if hits:
+            return hits[0]
+    return None
+
+
+class GPUSparseSPDFactor:
+    """Sparse SPD factor through cuDSS (nvmath ``DirectSolver``, SPD matrix type).
+
+    The symbolic analysis (``plan``) is done once; :meth:`refactor` writes new values into
+    the CSR matrix the solver holds and re-runs only the numeric factorisation. cuDSS ties
+    a solver to its right-hand side's shape, so one solver is kept per column count.
+    """
+
+    def __init__(self, A, what):
+        A = csp.csr_matrix(to_cupy(A), dtype=cp.float64, copy=True)
+        A.sum_duplicates()
+        A.sort_indices()
+        self._A = A
+        self._what = what
+        self._solvers = {}
+        self._logdet = None
+        self._solver_for(None)
+
+    @property
+    def shape(self):
+        return self._A.shape
+
+    def _options(self):
+        from nvmath.sparse.advanced import DirectSolverMatrixType, DirectSolverOptions
+
+        return DirectSolverOptions(
+            sparse_system_type=DirectSolverMatrixType.SPD,
+            multithreading_lib=_cudss_threading_layer(),
+            logger=_nvmath_logger,
+        )
+
+    def _record(self, info):
+        diag = np.asarray(info.diag)
+        if getattr(info, "info", 0) or not np.all(diag > 0):
+            raise not_positive_definite(self._what, "cuDSS found a non-positive pivot")
+        self._logdet = 2.0 * float(np.sum(np.log(diag)))
+
+    def _solver_for(self, nrhs):
+        solver = self._solvers.get(nrhs)
+        if solver is None:
+            from nvmath.sparse.advanced import DirectSolver
+
+            n = self._A.shape[0]
+            b = cp.zeros(n if nrhs is None else (n, nrhs), dtype=cp.float64, order="F")
+            solver = DirectSolver(self._A, b, options=self._options())
+            solver.plan()
+            self._record(solver.factorize())
+            self._solvers[nrhs] = solver
+        return solver
+
+    def solve(self, B):
+        B = cp.asarray(to_cupy(B), dtype=cp.float64)
+        nrhs = None if B.ndim == 1 else B.shape[1]
+        solver = self._solver_for(nrhs)
+        solver.reset_operands(b=cp.asfortranarray(B))
+        return cp.array(solver.solve(), copy=True)
+
+    def logdet(self):
+        return self._logdet
+
+    def refactor(self, A):
+        """Factor ``A``, a matrix with the same sparsity pattern, reusing the plan."""
+        B = csp.csr_matrix(to_cupy(A), dtype=cp.float64)
+        B.sum_duplicates()
+        B.sort_indices()
+        if B.nnz != self._A.nnz or not bool(cp.array_equal(B.indices, self._A.indices)):
+            raise ValueError("refactor needs a matrix with the same sparsity pattern.")
+        self._A.data[...] = B.data
+        for solver in self._solvers.values():
+            self._record(solver.factorize())
+
+    def free(self):
+        for solver in self._solvers.values():
+            solver.free()
+        self._solvers.clear()
+
+
+_COMPUTE_TYPES = {
+    ("float32", "highest"): MatmulComputeType.COMPUTE_32F,
+    ("float32", "high"): MatmulComputeType.COMPUTE_32F_FAST_TF32,
+    ("float32", "medium"): MatmulComputeType.COMPUTE_32F_FAST_16BF,
+}
+
+
+class GPUBackend:
+    """nvmath-python + CuPy implementation of the backend operation set."""
+
+    name = "gpu"
+    is_gpu = True
+    xp = cp
+
+    # arrays ---------------------------------------------------------------------------
+    def asarray(self, X, dtype=None):
+        X = to_cupy(X)
+        if dtype is not None and X.dtype != dtype:
+            X = X.astype(dtype)
+        return X
+
+    def to_host(self, a):
+        if a is None or isinstance(a, np.ndarray):
+            return a
+        return a.get()
+
+    def is_sparse(self, X):
+        return is_sparse(X)
+
+    def free_memory(self):
+        plans = _thread_state()["plans"]
+        for mm in plans.values():
+            mm.free()
+        plans.clear()
+        cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+
+    # dense ----------------------------------------------------------------------------
+    def column_mean(self, X, sample_weight=None):
+        n = X.shape[0]
+        if sample_weight is None:
+            w = cp.full(n, 1.0 / n, dtype=X.dtype)
+        else:
+            w = cp.asarray(sample_weight, dtype=X.dtype)
+            w = w / w.sum()
+        if is_sparse(X):
+            return cp.asarray(X.T @ w).ravel()
+        # One GEMV; CuPy's X.mean(axis=0) on a C-ordered tall X is ~10x slower.
+        return X.T @ w
+
+    def gram(self, X, mean=None):
+        if is_sparse(X):
+            G = (X.T @ X).toarray()
+        else:
+            G = self.matmul(X.T, X)
+        if mean is not None:
+            G -= X.shape[0] * cp.outer(mean, mean)
+        return G
+
+    def _compute_type(self, dtype):
+        if np.dtype(dtype) == np.float64:
+            return MatmulComputeType.COMPUTE_64F
+        return _COMPUTE_TYPES[(np.dtype(dtype).name, get_config()["matmul_precision"])]
+
+    def _lt_matmul(self, a, b, bias):
+        """cuBLASLt ``a @ b (+ bias[:, None])`` with the plan cached per layout."""
+        compute_type = self._compute_type(a.dtype)
+        key = (a.shape, a.strides, b.shape, b.strides, a.dtype.str, bias is not None,
+               int(compute_type), cp.cuda.runtime.getDevice())
+        plans = _thread_state()["plans"]
+        epilog_inputs = None if bias is None else {"bias": bias}
+        mm = plans.get(key)
+        if mm is None:
+            mm = Matmul(a, b, options=MatmulOptions(compute_type=compute_type,
+                                                    logger=_nvmath_logger))
+            mm.plan(epilog=None if bias is None else MatmulEpilog.BIAS,
+                    epilog_inputs=epilog_inputs)
+            plans[key] = mm
+            if len(plans) > _MATMUL_CACHE_SIZE:
+                plans.popitem(last=False)[1].free()
+        else:
+            plans.move_to_end(key)
+            mm.reset_operands(a=a, b=b, epilog_inputs=epilog_inputs)
+        return mm.execute()
+
+    def matmul(self, a, b, bias=None):
+        if is_sparse(a):
+            out = cp.asarray(a @ self.asarray(b))
+            return out if bias is None else out + bias
+        a = self.asarray(a)
+        b = self.asarray(b, dtype=a.dtype)
+        if bias is None:
+            return self._lt_matmul(a, b, None)
+        # cuBLASLt adds a BIAS to each column of the result, so compute the transpose:
+        # (a @ b + bias)ᵀ = bᵀ aᵀ + bias[:, None].
+        bias = cp.ascontiguousarray(self.asarray(bias, dtype=a.dtype).ravel())
+        return self._lt_matmul(b.T, a.T, bias).T
+
+    def spmm(self, A, B):
+        return cp.asarray(A @ self.asarray(B))
+
+    def eigh(self, A, top=None):
+        F = cp.array(self.asarray(A), order="F", copy=True)
+        n = F.shape[0]
+        dt = F.dtype
+        handle = _solver_handle()
+        w = cp.empty(n, dtype=dt)
+        info = cp.zeros(1, dtype=cp.int32)
+        if top is None or top >= n:
+            lwork = _routine(dt, "syevd_buffer_size")(handle, _VECTOR, _LOWER, n, F.data.ptr,
+                                                      n, w.data.ptr)
+            work = _workspace(lwork, dt)
+            _routine(dt, "syevd")(handle, _VECTOR, _LOWER, n, F.data.ptr, n, w.data.ptr,
+                                  work.data.ptr, lwork, info.data.ptr)
+            _check_info(info, "syevd")
+            return w[::-1].copy(), F[:, ::-1].copy()
+        il, iu = n - top + 1, n  # 1-based indices of the top eigenvalues
+        meig = np.zeros(1, dtype=np.int32)
+        lwork = _routine(dt, "syevdx_buffer_size")(
+            handle, _VECTOR, _RANGE_I, _LOWER, n, F.data.ptr, n, 0.0, 0.0, il, iu,
+            meig.ctypes.data, w.data.ptr)
+        work = _workspace(lwork, dt)
+        found = _routine(dt, "syevdx")(handle, _VECTOR, _RANGE_I, _LOWER, n, F.data.ptr, n,
+                                       0.0, 0.0, il, iu, w.data.ptr, work.data.ptr, lwork,
+                                       info.data.ptr)
+        _check_info(info, "syevdx")
+        found = int(found)
+        return w[:found][::-1].copy(), F[:, :found][:, ::-1].copy()
+
+    def svd(self, A):
+        F = cp.array(self.asarray(A), order="F", copy=True)
+        m, n = F.shape
+        k = min(m, n)
+        dt = F.dtype
+        handle = _solver_handle()
+        s = cp.empty(k, dtype=dt)
+        U = cp.empty((m, k), dtype=dt, order="F")
+        V = cp.empty((n, k), dtype=dt, order="F")
+        info = cp.zeros(1, dtype=cp.int32)
+        params = cusolverDn.create_gesvdj_info()
+        try:
+            lwork = _routine(dt, "gesvdj_buffer_size")(
+                handle, _VECTOR, 1, m, n, F.data.ptr, m, s.data.ptr, U.data.ptr, m,
+                V.data.ptr, n, params)
+            work = _workspace(lwork, dt)
+            _routine(dt, "gesvdj")(handle, _VECTOR, 1, m, n, F.data.ptr, m, s.data.ptr,
+                                   U.data.ptr, m, V.data.ptr, n, work.data.ptr, lwork,
+                                   info.data.ptr, params)
+            _check_info(info, "gesvdj")
+        finally:
+            cusolverDn.destroy_gesvdj_info(params)
+        order = cp.argsort(-s)
+        return U[:, order], s[order], V[:, order].T
+
+    # tall-skinny orthonormalisation and QR --------------------------------------------
+    def _cholesky_qr3(self, Y):
+        """Shifted CholeskyQR3 (Fukaya et al., SIAM J. Sci. Comput. 2020): Q, R or None.
+
+        Three Gram + Cholesky + triangular-inverse passes, all GEMMs on the tall matrix;
+        the first Gram is shifted so that Cholesky succeeds for cond(Y) up to ~1/eps.
+        Returns None when a Cholesky fails or Q is not orthonormal (rank deficiency),
+        so the caller can use Householder QR instead.
+        """
+        m, n = Y.shape
+        eps = np.finfo(Y.dtype).eps / 2
+        norm2 = float(cp.vdot(Y, Y).real)
+        if not np.isfinite(norm2) or norm2 == 0.0:
+            return None
+        shift = 11.0 * (m * n + n * (n + 1)) * eps * norm2
+        Q, R = Y, cp.eye(n, dtype=Y.dtype)
+        eye = cp.eye(n, dtype=Y.dtype)
+        for step in range(3):
+            G = self.matmul(Q.T, Q)
+            if step == 0:
+                G = G + shift * eye
+            L, info = _potrf(G)
+            if info != 0:
+                return None
+            L = cp.tril(L)
+            Linv_t = _triangular_inverse(L).T  # R_step⁻¹ with R_step = Lᵀ
+            Q = self.matmul(Q, cp.ascontiguousarray(Linv_t))
+            R = L.T @ R
+        err = float(cp.linalg.norm(self.matmul(Q.T, Q) - eye))
+        if not np.isfinite(err) or err > 100 * n * np.finfo(Y.dtype).eps ** 0.5:
+            return None
+        return Q, R
+
+    def _orthonormalize(self, Y):
+        out = self._cholesky_qr3(Y)
+        if out is None:
+            out = _positive_diagonal(*_householder_qr(Y, want_q=True))
+        return out[0]
+
+    def qr_r(self, X):
+        X = self.asarray(X)
+        m, n = X.shape
+        if m >= n:
+            out = self._cholesky_qr3(X)
+            if out is not None:
+                return out[1]
+        return _positive_diagonal(*_householder_qr(X, want_q=False))[1]
+
+    def randomized_svd(
+        self, A, k, *, n_oversamples=10, n_iter="auto", power_iteration_normalizer="auto",
+        random_state=None, transpose="auto",
+    ):
+        """Halko et al. randomized SVD, the same steps and random draws as scikit-learn's.
+
+        The range finder's normaliser only changes the basis of the same subspace, so the
+        cheap CholeskyQR3 orthonormalisation gives scikit-learn's result up to rounding.
+        """
+        random_state = check_random_state(random_state)
+        n_random = k + n_oversamples
+        n_samples, n_features = A.shape
+        if n_iter == "auto":
+            n_iter = 7 if k < 0.1 * min(A.shape) else 4
+        if transpose == "auto":
+            transpose = n_samples < n_features
+        A = A if is_sparse(A) else self.asarray(A)
+        if transpose:
+            A = A.T
+        AT = A.T.tocsr() if is_sparse(A) else A.T
+        if is_sparse(A):
+            A = A.tocsr()
+        Q = random_state.normal(size=(A.shape[1], n_random))
+        Q = cp.asarray(Q, dtype=A.dtype if A.dtype == np.float32 else np.float64)
+        normalize = power_iteration_normalizer != "none" and not (
+            power_iteration_normalizer == "auto" and n_iter <= 2)
+        for _ in range(n_iter):
+            Q = self.matmul(A, Q)
+            if normalize:
+                Q = self._orthonormalize(Q)
+            Q = self.matmul(AT, Q)
+            if normalize:
+                Q = self._orthonormalize(Q)
+        Q = self._orthonormalize(self.matmul(A, Q))
+        B = self.matmul(AT, Q).T  # Qᵀ A
+        Uhat, s, Vt = self.svd(B)
+        U = self.matmul(Q, Uhat)
+        if transpose:
+            return Vt[:k].T, s[:k], U[:, :k].T
+        return U[:, :k], s[:k], Vt[:k]
+
+    def cholesky(self, A, *, what="matrix"):
+        F, info = _potrf(self.asarray(A))
+        if info > 0:
+            raise not_positive_definite(what, f"leading minor of order {info} is not positive")
+        if info < 0:
+            raise RuntimeError(f"cuSOLVER potrf: argument {-info} had an illegal value.")
+        return GPUCholeskyFactor(F, what)
+
+    # sparse ---------------------------------------------------------------------------
+    def sparse_spd(self, A, *, what="matrix"):
+        return GPUSparseSPDFactor(A, what)
+
+
+def _triangular_inverse(L):
+    from cupyx.scipy.linalg import solve_triangular
+
+    return solve_triangular(L, cp.eye(L.shape[0], dtype=L.dtype), lower=True)
+
+
+def is_out_of_memory(exc):
+    """Whether ``exc`` is the GPU running out of memory (CuPy, cuBLAS, cuSOLVER, cuDSS)."""
+    if isinstance(exc, (MemoryError, cp.cuda.memory.OutOfMemoryError)):
+        return True
+    text = f"{type(exc).__name__}: {exc}"
+    return any(s in text for s in ("ALLOC_FAILED", "out of memory", "OutOfMemory",
+                                   "cudaErrorMemoryAllocation"))

@@ -1,0 +1,448 @@
+"""Principal component analysis on the backend seam."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse.linalg import svds
+from sklearn.base import _fit_context
+from sklearn.decomposition import PCA as _SkPCA
+from sklearn.decomposition._pca import _infer_dimension
+from sklearn.utils import check_random_state
+from sklearn.utils._arpack import _init_arpack_v0
+from sklearn.utils.sparsefuncs import _implicit_column_offset, mean_variance_axis
+from sklearn.utils.validation import check_is_fitted
+
+from ..backends import get_backend, run_with_fallback, select_backend
+from ..backends._arrays import container_of, convert_output, to_numpy
+from ..utils.validation import validate_data
+
+
+@dataclass
+class _Decomposition:
+    """What a PCA solver returns; all arrays but ``U`` are NumPy.
+
+    ``S``/``Vt``/``explained_variance`` hold every component the solver computed (all of
+    them for 'full' and 'covariance_eigh'); ``U`` stays on the backend (None for
+    'covariance_eigh', which never forms it).
+    """
+
+    mean: np.ndarray
+    S: np.ndarray
+    Vt: np.ndarray
+    explained_variance: np.ndarray
+    total_var: float
+    U: object = None
+
+
+def _flip_signs(ops, U, Vt):
+    """scikit-learn's ``svd_flip(U, Vt, u_based_decision=False)`` with Vt on the host."""
+    rows = np.arange(Vt.shape[0])
+    signs = np.sign(Vt[rows, np.argmax(np.abs(Vt), axis=1)]).astype(Vt.dtype)
+    signs[signs == 0] = 1
+    Vt *= signs[:, None]
+    if U is not None:
+        U = U * ops.asarray(signs, dtype=U.dtype)
+    return U, Vt
+
+
+def _fit_covariance_eigh(ops, X):
+    """Eigendecomposition of the covariance; the mean is folded into the Gram matrix."""
+    X = ops.asarray(X)
+    n_samples = X.shape[0]
+    mean = ops.column_mean(X)
+    C = ops.gram(X, mean)
+    C /= n_samples - 1
+    eigenvals, eigenvecs = ops.eigh(C)
+    eigenvals = ops.to_host(eigenvals)
+    eigenvals[eigenvals < 0.0] = 0.0
+    Vt = np.ascontiguousarray(ops.to_host(eigenvecs).T)
+    _, Vt = _flip_signs(ops, None, Vt)
+    return _Decomposition(
+        mean=ops.to_host(mean), S=np.sqrt(eigenvals * (n_samples - 1)), Vt=Vt,
+        explained_variance=eigenvals, total_var=float(eigenvals.sum()),
+    )
+
+
+def _fit_full(ops, X):
+    """Exact SVD of the centred data (gesvdj on the GPU, gesdd on the CPU)."""
+    X = ops.asarray(X)
+    n_samples = X.shape[0]
+    mean = ops.column_mean(X)
+    U, S, Vt = ops.svd(X - mean)
+    S, Vt = ops.to_host(S), ops.to_host(Vt)
+    U, Vt = _flip_signs(ops, U, Vt)
+    explained_variance = S**2 / (n_samples - 1)
+    return _Decomposition(mean=ops.to_host(mean), S=S, Vt=Vt,
+                          explained_variance=explained_variance,
+                          total_var=float(explained_variance.sum()), U=U)
+
+
+def _fit_randomized(ops, X, n_components, *, n_oversamples, n_iter, normalizer,
+                    random_state):
+    """Randomized SVD of the centred data (Halko et al.), scikit-learn's random draws."""
+    X = ops.asarray(X)
+    n_samples = X.shape[0]
+    mean = ops.column_mean(X)
+    Xc = X - mean
+    U, S, Vt = ops.randomized_svd(
+        Xc, n_components, n_oversamples=n_oversamples, n_iter=n_iter,
+        power_iteration_normalizer=normalizer, random_state=random_state,
+    )
+    total_var = np.float64(float(ops.xp.vdot(Xc, Xc))) / np.float64(n_samples - 1)
+    S, Vt = ops.to_host(S), ops.to_host(Vt)
+    U, Vt = _flip_signs(ops, U, Vt)
+    return _Decomposition(mean=ops.to_host(mean), S=S, Vt=Vt,
+                          explained_variance=S**2 / (n_samples - 1),
+                          total_var=total_var, U=U)
+
+
+def _arpack_svd(A, n_components, *, tol, random_state):
+    """Top singular triplets by ARPACK (scipy.sparse.linalg.svds) on the host, flipped."""
+    v0 = _init_arpack_v0(min(A.shape), random_state)
+    U, S, Vt = svds(A, k=n_components, tol=tol, v0=v0)
+    U, Vt = _flip_signs(get_backend("cpu"), U[:, ::-1], np.ascontiguousarray(Vt[::-1]))
+    return U, S[::-1].copy(), Vt
+
+
+def _fit_arpack(X, n_components, *, tol, random_state):
+    """ARPACK on the host, sparse X centred implicitly (no dense copy)."""
+    import scipy.sparse as sp
+
+    X = to_numpy(X)
+    n_samples = X.shape[0]
+    if sp.issparse(X):
+        mean, var = mean_variance_axis(X, axis=0)
+        total_var = float(var.sum() * n_samples / (n_samples - 1))
+        Xc = _implicit_column_offset(X, mean)
+    else:
+        mean = X.mean(axis=0)
+        Xc = X - mean
+        total_var = float(np.sum(Xc**2) / (n_samples - 1))
+    U, S, Vt = _arpack_svd(Xc, n_components, tol=tol, random_state=random_state)
+    return _Decomposition(mean=np.asarray(mean).ravel(), S=S, Vt=Vt,
+                          explained_variance=S**2 / (n_samples - 1),
+                          total_var=total_var, U=U)
+
+
+class PCA(_SkPCA):
+    """Principal component analysis (PCA) on the GPU, a drop-in for scikit-learn's.
+
+    Same parameters, attributes and results as :class:`sklearn.decomposition.PCA`
+    (scikit-learn's 'auto' solver rules, ``svd_flip`` sign convention). The linear
+    algebra runs on the backend chosen by :func:`skgpu.config_context` (``device``):
+
+    - ``'covariance_eigh'``: one Gram matrix with the mean folded in (no centred copy of
+      X; the mean by one GEMV), then a symmetric eigensolve (syevd);
+    - ``'full'``: SVD of the centred data (gesvdj on the GPU);
+    - ``'randomized'``: power iterations on GEMMs with a CholeskyQR3 orthonormalisation,
+      the same random draws as scikit-learn, so the same result up to rounding;
+    - ``'arpack'``: runs on the CPU through SciPy (logged), as in scikit-learn.
+
+    Parameters
+    ----------
+    n_components : int, float, 'mle' or None, default=None
+        Number of components to keep; see :class:`sklearn.decomposition.PCA`.
+    copy : bool, default=True
+        Kept for compatibility; X is never modified.
+    whiten : bool, default=False
+        Scale the projected data to unit variance.
+    svd_solver : {'auto', 'full', 'covariance_eigh', 'arpack', 'randomized'}, default='auto'
+        Solver; 'auto' follows scikit-learn's rules.
+    tol : float, default=0.0
+        Tolerance for 'arpack'.
+    iterated_power : int or 'auto', default='auto'
+        Power iterations for 'randomized'.
+    n_oversamples : int, default=10
+        Oversampling for 'randomized'.
+    power_iteration_normalizer : {'auto', 'QR', 'LU', 'none'}, default='auto'
+        Normalizer of the power iterations for 'randomized' (any choice other than
+        'none' gives the same subspace; the GPU uses CholeskyQR3 for all of them).
+    random_state : int, RandomState instance or None, default=None
+        Seed for 'arpack' and 'randomized'.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+    explained_variance_ : ndarray of shape (n_components,)
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+    singular_values_ : ndarray of shape (n_components,)
+    mean_ : ndarray of shape (n_features,)
+    n_components_ : int
+    n_samples_ : int
+    noise_variance_ : float
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined only when X has string feature names.
+    backend_ : {'gpu', 'cpu'}
+        Where the last fit ran.
+    solver_ : str
+        The solver the last fit used ('auto' resolved).
+
+    See Also
+    --------
+    TruncatedSVD : Dimensionality reduction without centering, for sparse data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpu.decomposition import PCA
+    >>> X = np.array([[-1, -1], [-2, -1], [-3, -2], [1, 1], [2, 1], [3, 2]])
+    >>> pca = PCA(n_components=2).fit(X)
+    >>> print(pca.explained_variance_ratio_.round(4))
+    [0.9924 0.0076]
+    """
+
+    def _resolve_solver(self, X):
+        solver = self.svd_solver
+        n_samples, n_features = X.shape
+        if self.n_components is None:
+            n_components = min(X.shape) - (1 if solver == "arpack" or (
+                solver == "auto" and _is_sparse(X)) else 0)
+        else:
+            n_components = self.n_components
+        if solver == "auto":
+            if _is_sparse(X):
+                solver = "arpack"
+            elif n_features <= 1_000 and n_samples >= 10 * n_features:
+                solver = "covariance_eigh"
+            elif max(X.shape) <= 500 or n_components == "mle":
+                solver = "full"
+            elif 1 <= n_components < 0.8 * min(X.shape):
+                solver = "randomized"
+            else:
+                solver = "full"
+        return solver, n_components
+
+    def _check_n_components(self, solver, n_components, n_samples, n_features):
+        if solver in ("full", "covariance_eigh"):
+            if n_components == "mle":
+                if n_samples < n_features:
+                    raise ValueError(
+                        "n_components='mle' is only supported if n_samples >= n_features"
+                    )
+            elif not 0 <= n_components <= min(n_samples, n_features):
+                raise ValueError(
+                    f"n_components={n_components} must be between 0 and "
+                    f"min(n_samples, n_features)={min(n_samples, n_features)} with "
+                    f"svd_solver={solver!r}"
+                )
+            return
+        if isinstance(n_components, str):
+            raise ValueError(
+                f"n_components={n_components!r} cannot be a string with svd_solver='{solver}'"
+            )
+        if not 1 <= n_components <= min(n_samples, n_features):
+            raise ValueError(
+                f"n_components={n_components!r} must be between 1 and "
+                f"min(n_samples, n_features)={min(n_samples, n_features)!r} with "
+                f"svd_solver='{solver}'"
+            )
+        if solver == "arpack" and n_components == min(n_samples, n_features):
+            raise ValueError(
+                f"n_components={n_components!r} must be strictly less than "
+                f"min(n_samples, n_features)={min(n_samples, n_features)!r} with "
+                f"svd_solver='{solver}'"
+            )
+
+    def _fit(self, X):
+        if _is_sparse(X) and self.svd_solver not in ("auto", "arpack", "covariance_eigh"):
+            raise TypeError(
+                'PCA only support sparse inputs with the "arpack" and'
+                f' "covariance_eigh" solvers, while "{self.svd_solver}" was passed. See'
+                " TruncatedSVD for a possible alternative."
+            )
+        X = validate_data(self, X, accept_sparse=("csr", "csc"))
+        n_samples, n_features = X.shape
+        solver, n_components = self._resolve_solver(X)
+        self._check_n_components(solver, n_components, n_samples, n_features)
+        random_state = check_random_state(self.random_state)
+
+        if solver == "arpack":
+            def work(ops):
+                return _fit_arpack(X, n_components, tol=self.tol, random_state=random_state)
+
+            result, backend = run_with_fallback(work, device="cpu", X=X,
+                                                what="PCA.fit (arpack runs on the CPU)")
+        else:
+            operations = {"covariance_eigh": ("gram", "eigh"), "full": ("svd",),
+                          "randomized": ("randomized_svd",)}[solver]
+
+            def work(ops):
+                if solver == "covariance_eigh":
+                    return _fit_covariance_eigh(ops, X)
+                if solver == "full":
+                    return _fit_full(ops, X)
+                return _fit_randomized(
+                    ops, X, n_components, n_oversamples=self.n_oversamples,
+                    n_iter=self.iterated_power, normalizer=self.power_iteration_normalizer,
+                    random_state=random_state,
+                )
+
+            result, backend = run_with_fallback(work, operations=operations, X=X,
+                                                what=f"PCA.fit ({solver})")
+        self._set_fitted(result, solver, n_components, n_samples, n_features, X.dtype)
+        self.backend_ = backend.name
+        self._fit_svd_solver = self.solver_ = solver
+        return result, X, backend
+
+    def _set_fitted(self, r, solver, n_components, n_samples, n_features, dtype):
+        ev, S, Vt = r.explained_variance, r.S, r.Vt
+        ratio = ev / r.total_var
+        if n_components == "mle":
+            n_components = int(_infer_dimension(ev, n_samples))
+        elif 0 < n_components < 1.0:
+            n_components = int(np.searchsorted(np.cumsum(ratio), n_components,
+                                               side="right") + 1)
+        k = n_components
+        if solver in ("full", "covariance_eigh"):
+            noise = float(np.mean(ev[k:])) if k < min(n_features, n_samples) else 0.0
+        else:
+            noise = ((r.total_var - float(ev.sum())) / (min(n_features, n_samples) - k)
+                     if k < min(n_features, n_samples) else 0.0)
+        astype = lambda a: np.ascontiguousarray(a[:k], dtype=dtype)  # noqa: E731
+        self.mean_ = np.asarray(r.mean, dtype=dtype)
+        self.components_ = astype(Vt)
+        self.explained_variance_ = astype(ev)
+        self.explained_variance_ratio_ = astype(ratio)
+        self.singular_values_ = astype(S)
+        self.n_components_ = k
+        self.n_samples_ = n_samples
+        self.noise_variance_ = np.asarray(noise, dtype=dtype)[()]
+        self._device_cache = {}
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the model with X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data: NumPy, pandas, SciPy sparse, CuPy (dense or sparse) or torch.
+        y : Ignored
+
+        Returns
+        -------
+        self : object
+        """
+        self._fit(X)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y=None):
+        """Fit the model with X and apply the dimensionality reduction on X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : Ignored
+
+        Returns
+        -------
+        X_new : array of shape (n_samples, n_components)
+            In the container of ``X``.
+        """
+        spec = container_of(X)
+        result, Xv, backend = self._fit(X)
+        if result.U is None:
+            return self._project(Xv, spec)
+        k = self.n_components_
+        U = result.U[:, :k]
+        U = U * (np.sqrt(Xv.shape[0] - 1) if self.whiten else
+                 backend.asarray(result.S[:k], dtype=U.dtype))
+        return convert_output(U, spec)
+
+    def _projection(self, ops):
+        """(W, bias) on ``ops`` with X @ W + bias = the transform; cached per backend."""
+        cache = self.__dict__.setdefault("_device_cache", {})
+        key = ("transform", ops.name)
+        if key not in cache:
+            W = self.components_.T.astype(self.components_.dtype, copy=True)
+            bias = -(self.mean_ @ self.components_.T)
+            if self.whiten:
+                scale = np.sqrt(self.explained_variance_)
+                scale[scale < np.finfo(scale.dtype).eps] = np.finfo(scale.dtype).eps
+                W /= scale
+                bias /= scale
+            cache[key] = (ops.asarray(np.ascontiguousarray(W)),
+                          ops.asarray(bias.astype(W.dtype)))
+        return cache[key]
+
+    def _project(self, X, spec):
+        def work(ops):
+            W, bias = self._projection(ops)
+            Xd = ops.asarray(X)
+            return ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
+                              bias=ops.asarray(bias, dtype=Xd.dtype))
+
+        out, backend = run_with_fallback(work, operations=("matmul",), X=X,
+                                         what="PCA.transform")
+        return convert_output(out, spec)
+
+    def transform(self, X):
+        """Project X on the principal components (one matmul with a bias epilog).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_new : array of shape (n_samples, n_components)
+            In the container of ``X`` (NumPy, CuPy or torch on the same device).
+        """
+        check_is_fitted(self)
+        spec = container_of(X)
+        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc"))
+        return self._project(X, spec)
+
+    def inverse_transform(self, X):
+        """Transform data back to its original space.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+
+        Returns
+        -------
+        X_original : array of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        spec = container_of(X)
+        components = self.components_
+        if self.whiten:
+            components = np.sqrt(self.explained_variance_[:, None]) * components
+
+        def work(ops):
+            Xd = ops.asarray(X)
+            return ops.matmul(Xd, ops.asarray(components, dtype=Xd.dtype),
+                              bias=ops.asarray(self.mean_, dtype=Xd.dtype))
+
+        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+                                   what="PCA.inverse_transform")
+        return convert_output(out, spec)
+
+    def score_samples(self, X):
+        """Log-likelihood of each sample under the model (computed on the host)."""
+        return super().score_samples(to_numpy(X) if not _is_sparse(X) else X)
+
+    def score(self, X, y=None):
+        """Average log-likelihood of the samples under the model."""
+        return float(np.mean(self.score_samples(X)))
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_device_cache", None)
+        return state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.array_api_support = False
+        return tags
+
+
+def _is_sparse(X):
+    from ..backends._arrays import is_sparse
+
+    return is_sparse(X)

@@ -1,0 +1,187 @@
+"""Truncated SVD (LSA) on the backend seam."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import _fit_context
+from sklearn.decomposition import TruncatedSVD as _SkTruncatedSVD
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from ..backends import run_with_fallback
+from ..backends._arrays import container_of, convert_output, to_numpy
+from ._pca import _arpack_svd, _flip_signs
+
+
+def _column_variance_sum(ops, X):
+    """Σ_j var(X[:, j]) as n⁻¹‖X‖²_F − ‖mean‖²: two GEMV-sized passes, no copy of X."""
+    n = X.shape[0]
+    mean = ops.column_mean(X)
+    data = X.data if ops.is_sparse(X) else X
+    sum_sq = float(ops.xp.vdot(data, data))
+    return sum_sq / n - float(ops.xp.vdot(mean, mean))
+
+
+def _fit_randomized(ops, X, k, *, n_iter, n_oversamples, normalizer, random_state):
+    X = ops.asarray(X)
+    U, S, Vt = ops.randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
+                                  power_iteration_normalizer=normalizer,
+                                  random_state=random_state)
+    S, Vt = ops.to_host(S), ops.to_host(Vt)
+    _, Vt = _flip_signs(ops, None, Vt)
+    Vt = Vt.astype(X.dtype, copy=False)
+    Xt = ops.matmul(X, ops.asarray(np.ascontiguousarray(Vt.T)))
+    explained = ops.to_host(ops.xp.var(Xt, axis=0))
+    return Vt, S, Xt, explained, _column_variance_sum(ops, X)
+
+
+class TruncatedSVD(_SkTruncatedSVD):
+    """Dimensionality reduction by truncated SVD on the GPU, a drop-in for scikit-learn's.
+
+    Same parameters, attributes and results as :class:`sklearn.decomposition.TruncatedSVD`.
+    ``algorithm='randomized'`` runs on the backend chosen by :func:`skgpu.config_context`
+    (GEMM or SpMM power iterations with a CholeskyQR3 orthonormalisation and scikit-learn's
+    random draws); ``'arpack'`` runs on the CPU through SciPy, with the reason logged.
+    Dense or sparse (CSR/CSC/COO, SciPy or CuPy) input; the data is never centred.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Desired dimensionality of output data.
+    algorithm : {'arpack', 'randomized'}, default='randomized'
+        SVD solver.
+    n_iter : int, default=5
+        Power iterations for 'randomized'.
+    n_oversamples : int, default=10
+        Oversampling for 'randomized'.
+    power_iteration_normalizer : {'auto', 'QR', 'LU', 'none'}, default='auto'
+        Normalizer of the power iterations (any but 'none' spans the same subspace).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random draws.
+    tol : float, default=0.0
+        Tolerance for 'arpack'.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+    explained_variance_ : ndarray of shape (n_components,)
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+    singular_values_ : ndarray of shape (n_components,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+    backend_ : {'gpu', 'cpu'}
+        Where the last fit ran.
+
+    See Also
+    --------
+    PCA : Principal component analysis (centred).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.sparse import random as sparse_random
+    >>> from skgpu.decomposition import TruncatedSVD
+    >>> X = sparse_random(100, 40, density=0.05, random_state=0, format="csr")
+    >>> svd = TruncatedSVD(n_components=5, random_state=0).fit(X)
+    >>> svd.components_.shape
+    (5, 40)
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the model on X (dense or sparse). Returns self."""
+        self.fit_transform(X)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y=None):
+        """Fit the model and return X reduced, in the container of X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : Ignored
+
+        Returns
+        -------
+        X_new : array of shape (n_samples, n_components)
+        """
+        from ..utils.validation import validate_data
+
+        spec = container_of(X)
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2)
+        random_state = check_random_state(self.random_state)
+        if self.algorithm == "randomized" and self.n_components > X.shape[1]:
+            raise ValueError(
+                f"n_components({self.n_components}) must be <= n_features({X.shape[1]})."
+            )
+        if self.algorithm == "arpack":
+            def work(ops):
+                Xh = to_numpy(X)
+                U, S, Vt = _arpack_svd(Xh, self.n_components, tol=self.tol,
+                                       random_state=random_state)
+                Xt = np.asarray(Xh @ Vt.T) if self.tol > 0 else U * S
+                return Vt, S, Xt, np.var(Xt, axis=0), _column_variance_sum(ops, Xh)
+
+            (Vt, S, Xt, explained, full_var), backend = run_with_fallback(
+                work, device="cpu", X=X, what="TruncatedSVD.fit (arpack runs on the CPU)")
+        else:
+            def work(ops):
+                return _fit_randomized(
+                    ops, X, self.n_components, n_iter=self.n_iter,
+                    n_oversamples=self.n_oversamples,
+                    normalizer=self.power_iteration_normalizer, random_state=random_state)
+
+            (Vt, S, Xt, explained, full_var), backend = run_with_fallback(
+                work, operations=("randomized_svd", "matmul"), X=X,
+                what="TruncatedSVD.fit (randomized)")
+        self.components_ = np.ascontiguousarray(Vt)
+        self.explained_variance_ = explained
+        self.explained_variance_ratio_ = explained / full_var
+        self.singular_values_ = S
+        self.backend_ = backend.name
+        self._device_cache = {}
+        return convert_output(Xt, spec)
+
+    def _components_on(self, ops, transposed):
+        cache = self.__dict__.setdefault("_device_cache", {})
+        key = (ops.name, transposed)
+        if key not in cache:
+            C = self.components_.T if transposed else self.components_
+            cache[key] = ops.asarray(np.ascontiguousarray(C))
+        return cache[key]
+
+    def transform(self, X):
+        """Reduce X: ``X @ components_.T``, in the container of X."""
+        from ..utils.validation import validate_data
+
+        check_is_fitted(self)
+        spec = container_of(X)
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], reset=False)
+
+        def work(ops):
+            Xd = ops.asarray(X)
+            return ops.matmul(Xd, ops.asarray(self._components_on(ops, True), dtype=Xd.dtype))
+
+        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+                                   what="TruncatedSVD.transform")
+        return convert_output(out, spec)
+
+    def inverse_transform(self, X):
+        """Transform X back to its original space: ``X @ components_``."""
+        check_is_fitted(self)
+        spec = container_of(X)
+
+        def work(ops):
+            Xd = ops.asarray(X)
+            return ops.matmul(Xd, ops.asarray(self._components_on(ops, False),
+                                              dtype=Xd.dtype))
+
+        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+                                   what="TruncatedSVD.inverse_transform")
+        return convert_output(out, spec)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_device_cache", None)
+        return state

@@ -1,0 +1,70 @@
+import builtins
+import sys
+
+import numpy as np
+import pytest
+
+from skgpu import backends
+
+
+def _gpu_usable():
+    return backends.gpu_status()[0]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a usable GPU backend (skipped without one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if _gpu_usable():
+        return
+    skip = pytest.mark.skip(reason=f"GPU backend not usable: {backends.gpu_status()[1]}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+#: Backends to parametrise tests over; the GPU one carries the ``gpu`` marker.
+BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+DEVICES = BACKENDS
+
+
+@pytest.fixture(params=BACKENDS)
+def ops(request):
+    """A backend object, once per backend."""
+    return backends.get_backend(request.param)
+
+
+@pytest.fixture(params=[0, 1, 42])
+def seed(request):
+    return request.param
+
+
+@pytest.fixture
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def no_gpu_stack(monkeypatch):
+    """Make CuPy and nvmath-python look not installed, on any machine."""
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.split(".")[0] in ("cupy", "cupyx", "nvmath"):
+            raise ImportError(f"No module named {name!r} (hidden by the no_gpu_stack fixture)")
+        return real_import(name, *args, **kwargs)
+
+    for mod in list(sys.modules):
+        if mod.split(".")[0] in ("cupy", "cupyx", "nvmath") or mod == "skgpu.backends._gpu":
+            monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    backends.gpu_status.cache_clear()
+    backends._requirement_status.cache_clear()
+    backends._gpu_backend.cache_clear()
+    yield
+    backends.gpu_status.cache_clear()
+    backends._requirement_status.cache_clear()
+    backends._gpu_backend.cache_clear()
+
+

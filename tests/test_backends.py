@@ -1,0 +1,268 @@
+"""Every backend operation against NumPy/SciPy, on each backend, float32 and float64."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+from skgpu_testing import assert_allclose_rel, to_host, tol
+
+from skgpu import config_context
+
+DTYPES = [np.float32, np.float64]
+# tall, wide, one column, rank-deficient (rank 3)
+SHAPES = ["tall", "wide", "one_column", "rank_deficient"]
+
+
+def make_matrix(rng, kind, dtype):
+    if kind == "tall":
+        X = rng.standard_normal((200, 12))
+    elif kind == "wide":
+        X = rng.standard_normal((12, 60))
+    elif kind == "one_column":
+        X = rng.standard_normal((50, 1))
+    else:
+        X = rng.standard_normal((80, 3)) @ rng.standard_normal((3, 10))
+    return (X + rng.uniform(-2, 2, size=X.shape[1])).astype(dtype)
+
+
+def make_spd(rng, n, dtype, cond=100.0):
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    w = np.geomspace(1.0, cond, n)
+    return ((Q * w) @ Q.T).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", SHAPES)
+def test_column_mean_and_gram(ops, rng, dtype, kind):
+    X = make_matrix(rng, kind, dtype)
+    t = tol(dtype, backend=ops.name)
+    Xd = ops.asarray(X)
+    mean = ops.column_mean(Xd)
+    assert to_host(mean).dtype == dtype
+    assert_allclose_rel(mean, X.astype(np.float64).mean(axis=0), t)
+    Xc = X.astype(np.float64) - X.astype(np.float64).mean(axis=0)
+    assert_allclose_rel(ops.gram(Xd, mean), Xc.T @ Xc, 10 * t)
+    assert_allclose_rel(ops.gram(Xd), X.astype(np.float64).T @ X, t)
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    assert_allclose_rel(ops.column_mean(Xd, w),
+                        np.average(X.astype(np.float64), axis=0, weights=w), t)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gram_sparse(ops, rng, dtype):
+    X = sp.random(300, 15, density=0.2, random_state=int(rng.integers(1 << 30)),
+                  format="csr", dtype=dtype)
+    Xd = ops.asarray(X)
+    assert ops.is_sparse(Xd)
+    mean = ops.column_mean(Xd)
+    dense = X.toarray().astype(np.float64)
+    assert_allclose_rel(mean, dense.mean(axis=0), tol(dtype, backend=ops.name))
+    Xc = dense - dense.mean(axis=0)
+    assert_allclose_rel(ops.gram(Xd, mean), Xc.T @ Xc, 10 * tol(dtype, backend=ops.name))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("shape", [(500, 40, 7), (3, 5, 1), (64, 1, 16)])
+def test_matmul(ops, rng, dtype, with_bias, shape):
+    n, p, k = shape
+    a = rng.standard_normal((n, p)).astype(dtype)
+    b = rng.standard_normal((p, k)).astype(dtype)
+    bias = rng.standard_normal(k).astype(dtype) if with_bias else None
+    expected = a.astype(np.float64) @ b + (0 if bias is None else bias)
+    t = tol(dtype, backend=ops.name)
+    # Twice: the second call reuses the cached plan with new operands.
+    for scale in (1.0, -3.0):
+        out = ops.matmul(ops.asarray(a * dtype(scale)), ops.asarray(b),
+                         bias=None if bias is None else ops.asarray(bias))
+        assert out.shape == (n, k)
+        assert to_host(out).dtype == dtype
+        ref = scale * (a.astype(np.float64) @ b) + (0 if bias is None else bias)
+        assert_allclose_rel(out, ref, t * p)
+    del expected
+
+
+@pytest.mark.parametrize("precision", ["high", "medium"])
+def test_matmul_lower_precision_float32(ops, rng, precision):
+    a = rng.standard_normal((256, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 8)).astype(np.float32)
+    with config_context(matmul_precision=precision):
+        out = ops.matmul(ops.asarray(a), ops.asarray(b))
+    # TF32 / BF16 inputs: ~1e-3 / ~1e-2 relative.
+    assert_allclose_rel(out, a.astype(np.float64) @ b, 3e-2)
+
+
+def test_matmul_sparse_and_spmm(ops, rng):
+    A = sp.random(100, 30, density=0.1, random_state=int(rng.integers(1 << 30)), format="csr")
+    B = rng.standard_normal((30, 4))
+    bias = rng.standard_normal(4)
+    assert_allclose_rel(ops.spmm(ops.asarray(A), ops.asarray(B)), A @ B, 1e-12)
+    assert_allclose_rel(ops.matmul(ops.asarray(A), ops.asarray(B), bias=ops.asarray(bias)),
+                        A @ B + bias, 1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("top", [None, 3])
+@pytest.mark.parametrize("n", [1, 9, 40])
+def test_eigh(ops, rng, dtype, top, n):
+    A = make_spd(rng, n, dtype, cond=50.0)
+    w_ref, V_ref = np.linalg.eigh(A.astype(np.float64))
+    w_ref, V_ref = w_ref[::-1], V_ref[:, ::-1]
+    w, V = ops.eigh(ops.asarray(A), top=top)
+    k = n if top is None else min(top, n)
+    w, V = to_host(w), to_host(V)
+    assert w.shape == (k,) and V.shape == (n, k)
+    t = tol(dtype, backend=ops.name)
+    assert_allclose_rel(w, w_ref[:k], 10 * t)
+    # eigenvectors up to sign
+    signs = np.sign(np.sum(V * V_ref[:, :k], axis=0))
+    assert_allclose_rel(V * signs, V_ref[:, :k], 1e3 * t)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", SHAPES)
+def test_svd(ops, rng, dtype, kind):
+    X = make_matrix(rng, kind, dtype)
+    U, s, Vt = ops.svd(ops.asarray(X))
+    U, s, Vt = to_host(U), to_host(s), to_host(Vt)
+    s_ref = sla.svdvals(X.astype(np.float64))
+    t = tol(dtype, backend=ops.name)
+    assert_allclose_rel(s, s_ref, 10 * t)
+    k = min(X.shape)
+    assert U.shape == (X.shape[0], k) and Vt.shape == (k, X.shape[1])
+    assert_allclose_rel((U * s) @ Vt, X, 10 * t)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("normalizer", ["auto", "none", "QR", "LU"])
+def test_randomized_svd_matches_sklearn(ops, rng, dtype, normalizer, seed):
+    from sklearn.utils.extmath import randomized_svd
+
+    X = (rng.standard_normal((300, 8)) * np.geomspace(10, 1, 8)) @ rng.standard_normal((8, 50))
+    X = (X + 0.01 * rng.standard_normal(X.shape)).astype(dtype)
+    U, s, Vt = ops.randomized_svd(ops.asarray(X), 5, n_iter=4,
+                                  power_iteration_normalizer=normalizer, random_state=seed)
+    U_ref, s_ref, Vt_ref = randomized_svd(X, 5, n_iter=4, power_iteration_normalizer=normalizer,
+                                          random_state=seed, flip_sign=False)
+    t = tol(dtype, backend=ops.name)
+    assert_allclose_rel(s, s_ref, 10 * t)
+    # Same subspace and random draws: the same singular vectors up to sign.
+    Vt = to_host(Vt)
+    signs = np.sign(np.sum(Vt * Vt_ref, axis=1))
+    assert_allclose_rel(Vt * signs[:, None], Vt_ref, 100 * t)
+
+
+def test_randomized_svd_sparse_wide(ops, rng):
+    X = sp.random(40, 400, density=0.1, random_state=int(rng.integers(1 << 30)), format="csr")
+    from sklearn.utils.extmath import randomized_svd
+
+    U, s, Vt = ops.randomized_svd(ops.asarray(X), 4, n_iter=7, random_state=0)
+    assert to_host(U).shape == (40, 4) and to_host(Vt).shape == (4, 400)
+    _, s_ref, _ = randomized_svd(X, 4, n_iter=7, random_state=0)
+    assert_allclose_rel(s, s_ref, 1e-8)
+    # and close to the exact top singular values
+    assert_allclose_rel(s, sla.svdvals(X.toarray())[:4], 0.05)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["tall", "one_column", "rank_deficient"])
+def test_qr_r(ops, rng, dtype, kind):
+    X = make_matrix(rng, kind, dtype)
+    R = to_host(ops.qr_r(ops.asarray(X)))
+    n = X.shape[1]
+    assert R.shape == (n, n)
+    assert np.allclose(np.tril(R, -1), 0)
+    assert np.all(np.diag(R) >= 0)
+    t = tol(dtype, backend=ops.name)
+    assert_allclose_rel(R.T.astype(np.float64) @ R, X.T.astype(np.float64) @ X, 10 * t)
+    if kind != "rank_deficient":
+        R_ref = sla.qr(X.astype(np.float64), mode="economic")[1]
+        R_ref *= np.sign(np.diag(R_ref))[:, None]
+        assert_allclose_rel(R, R_ref, 100 * t)
+
+
+@pytest.mark.parametrize("cond", [1e2, 1e10])
+def test_qr_r_ill_conditioned_float64(ops, rng, cond):
+    """R stays accurate where the Gram route squares the condition number."""
+    n, p = 2000, 20
+    U, _ = np.linalg.qr(rng.standard_normal((n, p)))
+    V, _ = np.linalg.qr(rng.standard_normal((p, p)))
+    X = (U * np.geomspace(1, 1 / cond, p)) @ V.T
+    R = to_host(ops.qr_r(ops.asarray(X)))
+    R_ref = sla.qr(X, mode="economic")[1]
+    R_ref *= np.sign(np.diag(R_ref))[:, None]
+    # Backward error: ‖X - Q R‖ is what QR promises; R itself is accurate column-wise.
+    assert np.linalg.norm(R.T @ R - X.T @ X) <= 1e-12 * np.linalg.norm(X.T @ X)
+    assert np.linalg.norm(R - R_ref) <= 1e-10 * np.linalg.norm(R_ref) * max(1.0, cond * 1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 5, 60])
+def test_cholesky(ops, rng, dtype, n):
+    A = make_spd(rng, n, dtype)
+    B = rng.standard_normal((n, 3)).astype(dtype)
+    t = tol(dtype, backend=ops.name)
+    fac = ops.cholesky(ops.asarray(A), what="test matrix")
+    L = to_host(fac.L)
+    assert np.allclose(np.triu(L, 1), 0)
+    assert_allclose_rel(L, np.linalg.cholesky(A.astype(np.float64)), 100 * t)
+    A64 = A.astype(np.float64)
+    assert_allclose_rel(fac.solve(ops.asarray(B)), np.linalg.solve(A64, B), 1e3 * t)
+    assert_allclose_rel(fac.solve(ops.asarray(B[:, 0])), np.linalg.solve(A64, B[:, 0]), 1e3 * t)
+    assert fac.logdet() == pytest.approx(np.linalg.slogdet(A64)[1], rel=100 * t, abs=100 * t)
+    assert_allclose_rel(fac.inverse(), np.linalg.inv(A64), 1e3 * t)
+
+
+def test_cholesky_not_positive_definite(ops):
+    A = np.diag([1.0, -1.0, 2.0])
+    with pytest.raises(np.linalg.LinAlgError, match="kernel matrix is not positive definite"):
+        ops.cholesky(ops.asarray(A), what="kernel matrix")
+
+
+def tapered_spd(rng, n, radius=0.15):
+    """A compactly supported (Wendland) covariance on random 2-D points, sparse SPD."""
+    from scipy.spatial import cKDTree
+
+    pts = rng.uniform(size=(n, 2))
+    pairs = cKDTree(pts).query_pairs(radius, output_type="ndarray")
+    r = np.linalg.norm(pts[pairs[:, 0]] - pts[pairs[:, 1]], axis=1) / radius
+    v = (1 - r) ** 4 * (4 * r + 1)
+    rows = np.concatenate([pairs[:, 0], pairs[:, 1], np.arange(n)])
+    cols = np.concatenate([pairs[:, 1], pairs[:, 0], np.arange(n)])
+    vals = np.concatenate([v, v, np.full(n, 1.0 + 1e-2)])
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
+
+def test_sparse_spd(ops, rng):
+    A = tapered_spd(rng, 400)
+    dense = A.toarray()
+    b = rng.standard_normal(400)
+    B = rng.standard_normal((400, 3))
+    fac = ops.sparse_spd(ops.asarray(A), what="tapered covariance")
+    assert fac.logdet() == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-10)
+    assert_allclose_rel(fac.solve(ops.asarray(b)), np.linalg.solve(dense, b), 1e-10)
+    assert_allclose_rel(fac.solve(ops.asarray(B)), np.linalg.solve(dense, B), 1e-10)
+    # Same pattern, new values: the factor is reused.
+    A2 = A.copy()
+    A2.data *= np.where(A2.indices == np.repeat(np.arange(400), np.diff(A2.indptr)), 1.5, 0.7)
+    fac.refactor(ops.asarray(A2))
+    dense2 = A2.toarray()
+    assert fac.logdet() == pytest.approx(np.linalg.slogdet(dense2)[1], rel=1e-10)
+    assert_allclose_rel(fac.solve(ops.asarray(B)), np.linalg.solve(dense2, B), 1e-10)
+    with pytest.raises(ValueError, match="same sparsity pattern"):
+        fac.refactor(ops.asarray(sp.identity(400, format="csr")))
+
+
+def test_sparse_spd_not_positive_definite(ops, rng):
+    A = tapered_spd(rng, 50)
+    A = (A - 3.0 * sp.identity(50)).tocsr()
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        ops.sparse_spd(ops.asarray(A), what="tapered covariance")
+
+
+def test_asarray_round_trip(ops, rng):
+    X = rng.standard_normal((5, 3))
+    Xd = ops.asarray(X, dtype=np.float32)
+    back = ops.to_host(Xd)
+    assert isinstance(back, np.ndarray) and back.dtype == np.float32
+    np.testing.assert_allclose(back, X.astype(np.float32))

@@ -1,0 +1,45 @@
+import threading
+
+import pytest
+
+import skgpu
+
+
+def test_config_context_restores():
+    assert skgpu.get_config() == {"device": "auto", "matmul_precision": "highest"}
+    with skgpu.config_context(device="cpu", matmul_precision="high"):
+        assert skgpu.get_config() == {"device": "cpu", "matmul_precision": "high"}
+        with skgpu.config_context(device="gpu"):
+            assert skgpu.get_config()["device"] == "gpu"
+        assert skgpu.get_config()["device"] == "cpu"
+    assert skgpu.get_config()["device"] == "auto"
+
+
+def test_config_is_thread_local():
+    seen = {}
+    with skgpu.config_context(device="cpu"):
+        t = threading.Thread(target=lambda: seen.setdefault("d", skgpu.get_config()["device"]))
+        t.start()
+        t.join()
+    assert seen["d"] == "auto"
+
+
+def test_bad_precision():
+    with pytest.raises(ValueError, match="matmul_precision must be one of"):
+        with skgpu.config_context(matmul_precision="low"):
+            pass
+
+
+def test_show_versions(capsys):
+    skgpu.show_versions()
+    out = capsys.readouterr().out
+    assert "scikit-learn" in out and "GPU backend" in out and "usable" in out
+
+
+def test_main_runs(capsys):
+    from skgpu.__main__ import main
+
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert "Demo: scikit-learn's digits data" in out
+    assert "PCA(16, covariance_eigh)" in out

@@ -1,0 +1,150 @@
+"""Backend selection, its reasons, and the fallback from the GPU to the CPU."""
+
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.decomposition import PCA as SkPCA
+
+import skgpu
+from skgpu import backends
+from skgpu.backends import _cpu
+from skgpu.decomposition import PCA
+
+
+def test_import_skgpu_does_not_import_gpu_stack():
+    code = ("import sys, skgpu, skgpu.decomposition; "
+            "print(sorted(m for m in ('cupy', 'nvmath', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_stack_missing_auto_runs_on_cpu_and_logs_why(no_gpu_stack, caplog):
+    usable, reason = backends.gpu_status()
+    assert not usable and "CuPy is not importable" in reason
+    X = np.random.default_rng(0).standard_normal((50, 4))
+    with caplog.at_level(logging.INFO, logger="skgpu"):
+        pca = PCA(n_components=2).fit(X)
+    assert pca.backend_ == "cpu"
+    records = [r for r in caplog.records if r.name == "skgpu"]
+    assert any("running on the CPU: CuPy is not importable" in r.getMessage() for r in records)
+    np.testing.assert_allclose(pca.components_, SkPCA(n_components=2).fit(X).components_,
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_device_gpu_without_stack_raises_clearly(no_gpu_stack):
+    X = np.random.default_rng(0).standard_normal((50, 4))
+    with skgpu.config_context(device="gpu"):
+        with pytest.raises(skgpu.GPUUnavailableError, match="device='gpu'.*CuPy is not importable"):
+            PCA(n_components=2).fit(X)
+    pca = PCA(n_components=2)
+    with skgpu.config_context(device="gpu"), pytest.raises(skgpu.GPUUnavailableError):
+        pca.fit(X)
+    assert not hasattr(pca, "components_"), "a failed fit must not leave fitted attributes"
+
+
+def test_device_cpu_is_honoured_and_explained():
+    backend, reason = backends.select_backend("cpu")
+    assert backend.name == "cpu" and reason == "device='cpu' was requested"
+
+
+def test_bad_device_rejected():
+    with pytest.raises(ValueError, match="device must be one of"):
+        skgpu.set_config(device="tpu")
+    with pytest.raises(ValueError, match="device must be"):
+        backends.select_backend("tpu")
+
+
+class _OOMBackend(_cpu.CPUBackend):
+    """Looks like a GPU backend whose Gram matrix runs out of memory."""
+
+    name = "gpu"
+    is_gpu = True
+    freed = 0
+
+    def gram(self, X, mean=None):
+        raise MemoryError("Out of memory allocating 1,000,000,000 bytes (injected)")
+
+    def free_memory(self):
+        type(self).freed += 1
+
+
+@pytest.fixture
+def oom_gpu(monkeypatch):
+    fake = _OOMBackend()
+    monkeypatch.setattr(backends, "gpu_unsupported_reason", lambda operations=(): None)
+    monkeypatch.setattr(backends, "gpu_status", lambda: (True, "fake GPU"))
+    monkeypatch.setattr(backends, "get_backend",
+                        lambda name: fake if name == "gpu" else backends._CPU)
+    return fake
+
+
+def test_injected_oom_falls_back_with_warning(oom_gpu, rng):
+    X = rng.standard_normal((200, 6))
+    with pytest.warns(skgpu.GPUFallbackWarning, match="ran out of GPU memory.*running on the CPU"):
+        pca = PCA(n_components=3, svd_solver="covariance_eigh").fit(X)
+    assert pca.backend_ == "cpu"
+    assert _OOMBackend.freed >= 1
+    ref = PCA(n_components=3, svd_solver="covariance_eigh")
+    with skgpu.config_context(device="cpu"):
+        ref.fit(X)
+    np.testing.assert_array_equal(pca.components_, ref.components_)
+    np.testing.assert_array_equal(pca.explained_variance_, ref.explained_variance_)
+
+
+def test_injected_oom_with_device_gpu_raises_and_leaves_estimator_unfitted(oom_gpu, rng):
+    X = rng.standard_normal((200, 6))
+    pca = PCA(n_components=3, svd_solver="covariance_eigh")
+    with skgpu.config_context(device="gpu"):
+        with pytest.raises(skgpu.GPUOutOfMemoryError, match="use device='auto'"):
+            pca.fit(X)
+    assert not hasattr(pca, "components_")
+
+
+def test_non_memory_errors_are_not_swallowed(monkeypatch, oom_gpu, rng):
+    def broken(self, X, mean=None):
+        raise RuntimeError("CUSOLVER_STATUS_INTERNAL_ERROR")
+
+    monkeypatch.setattr(_OOMBackend, "gram", broken)
+    with pytest.raises(RuntimeError, match="INTERNAL_ERROR"):
+        PCA(n_components=2, svd_solver="covariance_eigh").fit(rng.standard_normal((30, 4)))
+
+
+def test_unsupported_operation_reason(monkeypatch):
+    monkeypatch.setattr(backends, "gpu_status", lambda: (True, "fake GPU"))
+    monkeypatch.setattr(backends, "_requirement_status",
+                        lambda req: (False, "cuDSS is not loadable (OSError: libcudss.so.0)"))
+    assert "needs cudss" in backends.gpu_unsupported_reason(["sparse_spd"])
+    backend, reason = backends.select_backend("auto", operations=["sparse_spd"])
+    assert backend.name == "cpu" and "cuDSS is not loadable" in reason
+    with pytest.raises(skgpu.GPUUnavailableError, match="cuDSS"):
+        backends.select_backend("gpu", operations=["sparse_spd"])
+
+
+@pytest.mark.gpu
+def test_real_gpu_out_of_memory_falls_back(rng):
+    import cupy as cp
+
+    X = rng.standard_normal((20_000, 64))
+    ref = PCA(n_components=4, svd_solver="covariance_eigh")
+    with skgpu.config_context(device="cpu"):
+        ref.fit(X)
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    pool.set_limit(size=1 << 20)  # 1 MiB: X alone is 10 MiB
+    try:
+        with pytest.warns(skgpu.GPUFallbackWarning, match="out of GPU memory"):
+            pca = PCA(n_components=4, svd_solver="covariance_eigh").fit(X)
+    finally:
+        pool.set_limit(size=0)
+    assert pca.backend_ == "cpu"
+    np.testing.assert_array_equal(pca.components_, ref.components_)
+
+
+@pytest.mark.gpu
+def test_gpu_status_reports_device():
+    usable, reason = backends.gpu_status()
+    assert usable and "nvmath-python" in reason
