@@ -257,6 +257,13 @@ class PCA(_SkPCA):
         n_samples, n_features = X.shape
         solver, n_components = self._resolve_solver(X)
         self._check_n_components(solver, n_components, n_samples, n_features)
+        if solver == "covariance_eigh" and n_samples < 2:
+            # scikit-learn returns NaN attributes here; a NaN matrix makes cuSOLVER's
+            # eigensolver fail, so both backends refuse it the same way.
+            raise ValueError(
+                "PCA with svd_solver='covariance_eigh' needs at least 2 samples to "
+                f"estimate a covariance, got n_samples={n_samples}."
+            )
         random_state = check_random_state(self.random_state)
 
         if solver == "arpack":

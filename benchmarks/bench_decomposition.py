@@ -1,0 +1,211 @@
+"""PCA and TruncatedSVD: skgpu (GPU and CPU backends) beside scikit-learn and CuPy peers.
+
+Run on the GPU host:  python benchmarks/bench_decomposition.py --out results.json
+On a CPU-only machine: python benchmarks/bench_decomposition.py --quick
+Times are medians over repeats after a warm-up, with the device synchronised; results are
+checked against scikit-learn before any time is reported.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import sklearn  # noqa: E402
+from sklearn import decomposition as skd  # noqa: E402
+
+import skgpu  # noqa: E402
+from skgpu.backends import gpu_status  # noqa: E402
+from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
+
+GPU = gpu_status()[0]
+if GPU:
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+
+
+def sync():
+    if GPU:
+        cp.cuda.Device().synchronize()
+
+
+def timeit(func, repeats, warmup=1):
+    for _ in range(warmup):
+        func()
+        sync()
+    times = []
+    out = None
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        out = func()
+        sync()
+        times.append(time.perf_counter() - start)
+    return out, {"median_s": statistics.median(times), "min_s": min(times),
+                 "max_s": max(times), "repeats": repeats}
+
+
+class PeakGPUMemory:
+    """Peak bytes in use in CuPy's memory pool while the block runs."""
+
+    def __enter__(self):
+        self.pool = cp.get_default_memory_pool()
+        self.pool.free_all_blocks()
+        self.base = self.pool.used_bytes()
+        self.peak = self.base
+        pool = self.pool
+
+        def malloc(size):
+            mem = pool.malloc(size)
+            self.peak = max(self.peak, pool.used_bytes())
+            return mem
+
+        cp.cuda.set_allocator(malloc)
+        return self
+
+    def __exit__(self, *exc):
+        cp.cuda.set_allocator(self.pool.malloc)
+        self.bytes = self.peak - self.base
+
+
+def rel_diff(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def components_diff(a, b):
+    signs = np.sign(np.sum(a * b, axis=1))[:, None]
+    return rel_diff(a * signs, b)
+
+
+def make_dense(n, p, seed=0):
+    rng = np.random.default_rng(seed)
+    k = 32
+    X = rng.standard_normal((n, k), dtype=np.float32) @ (
+        rng.standard_normal((k, p), dtype=np.float32) * np.geomspace(10, 1, k, dtype=np.float32)[:, None])
+    X += rng.standard_normal((n, p), dtype=np.float32)
+    X += rng.uniform(-3, 3, size=p).astype(np.float32)
+    return X
+
+
+def bench_pca(n, p, k, repeats, results):
+    X = make_dense(n, p)
+    row = {"case": f"PCA fit, X {n}x{p} float32, n_components={k}"}
+    ref, t = timeit(lambda: skd.PCA(k, svd_solver="covariance_eigh").fit(X), max(1, repeats // 3))
+    row["sklearn_cpu_covariance_eigh"] = t
+    ref_r, t = timeit(lambda: skd.PCA(k, svd_solver="randomized", random_state=0).fit(X),
+                      max(1, repeats // 3))
+    row["sklearn_cpu_randomized"] = t
+    with skgpu.config_context(device="cpu"):
+        ours, t = timeit(lambda: PCA(k, svd_solver="covariance_eigh").fit(X), max(1, repeats // 3))
+    row["skgpu_cpu_covariance_eigh"] = t
+    row["check_cpu_components_rel_diff"] = components_diff(ours.components_, ref.components_)
+    if GPU:
+        Xd = cp.asarray(X)
+        ours, t = timeit(lambda: PCA(k, svd_solver="covariance_eigh").fit(Xd), repeats)
+        assert ours.backend_ == "gpu"
+        row["skgpu_gpu_covariance_eigh_cupy_input"] = t
+        row["check_gpu_components_rel_diff"] = components_diff(ours.components_, ref.components_)
+        with PeakGPUMemory() as mem:
+            PCA(k, svd_solver="covariance_eigh").fit(Xd)
+            sync()
+        row["skgpu_gpu_fit_peak_extra_bytes"] = mem.bytes
+        row["bytes_X"] = X.nbytes
+        ours_r, t = timeit(lambda: PCA(k, svd_solver="randomized", random_state=0).fit(Xd), repeats)
+        row["skgpu_gpu_randomized_cupy_input"] = t
+        row["check_gpu_randomized_rel_diff"] = components_diff(ours_r.components_,
+                                                               ref_r.components_)
+        _, t = timeit(lambda: cp.asarray(X), repeats)
+        row["copy_numpy_X_to_gpu"] = t
+        ours_n, t = timeit(lambda: PCA(k, svd_solver="covariance_eigh").fit(X), repeats)
+        assert ours_n.backend_ == "gpu"
+        row["skgpu_gpu_covariance_eigh_numpy_input"] = t
+        # transform of the CuPy X: skgpu (one Matmul with a BIAS epilog) vs CuPy centre-then-GEMM
+        Z, t = timeit(lambda: ours.transform(Xd), repeats)
+        row["skgpu_gpu_transform_cupy"] = t
+        W = cp.asarray(ours.components_.T)
+        mu = cp.asarray(ours.mean_)
+        _, t = timeit(lambda: (Xd - mu) @ W, repeats)
+        row["cupy_center_then_gemm_transform"] = t
+        row["check_transform_rel_diff"] = rel_diff(
+            cp.asnumpy(Z[:2000]), (X[:2000] - ours.mean_) @ ours.components_.T)
+        try:
+            os.environ.setdefault("SCIPY_ARRAY_API", "1")
+            with sklearn.config_context(array_api_dispatch=True):
+                aa, t = timeit(lambda: skd.PCA(k, svd_solver="covariance_eigh").fit(Xd), repeats)
+                row["sklearn_array_api_cupy_covariance_eigh"] = t
+                aa, t = timeit(lambda: skd.PCA(k, svd_solver="randomized",
+                                               power_iteration_normalizer="QR",
+                                               random_state=0).fit(Xd), repeats)
+                row["sklearn_array_api_cupy_randomized"] = t
+        except Exception as exc:  # report, do not hide
+            row["sklearn_array_api_cupy_error"] = f"{type(exc).__name__}: {exc}"
+        del Xd
+        cp.get_default_memory_pool().free_all_blocks()
+    results.append(row)
+
+
+def bench_tsvd(n, p, nnz, k, repeats, results):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(1)
+    rows = rng.integers(0, n, nnz)
+    cols = rng.integers(0, p, nnz)
+    vals = rng.uniform(0.1, 1.0, nnz).astype(np.float32)
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n, p), dtype=np.float32)
+    row = {"case": f"TruncatedSVD, CSR {n}x{p} nnz={X.nnz} float32, k={k}, n_iter=5"}
+    ref, t = timeit(lambda: skd.TruncatedSVD(k, n_iter=5, random_state=0).fit(X), 1, warmup=0)
+    row["sklearn_cpu_randomized"] = t
+    if GPU:
+        Xd = csp.csr_matrix(X)
+        ours, t = timeit(lambda: TruncatedSVD(k, n_iter=5, random_state=0).fit(Xd), repeats)
+        assert ours.backend_ == "gpu"
+        row["skgpu_gpu_randomized_cupy_csr"] = t
+        row["check_singular_values_rel_diff"] = rel_diff(ours.singular_values_,
+                                                         ref.singular_values_)
+    results.append(row)
+
+
+def machine():
+    info = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+            "python": sys.version.split()[0], "numpy": np.__version__,
+            "scikit-learn": sklearn.__version__, "skgpu": skgpu.__version__,
+            "gpu_backend": gpu_status()[1]}
+    if GPU:
+        import nvmath
+
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        info |= {"gpu": props["name"].decode(), "cupy": cp.__version__,
+                 "nvmath-python": nvmath.__version__}
+    return info
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    results = []
+    if args.quick:
+        bench_pca(20_000, 64, 8, 3, results)
+        bench_tsvd(20_000, 5_000, 100_000, 16, 3, results)
+    else:
+        bench_pca(1_000_000, 256, 16, 7, results)
+        bench_tsvd(500_000, 100_000, 10_000_000, 64, 5, results)
+    doc = {"machine": machine(), "results": results}
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
