@@ -152,6 +152,10 @@ def test_cupy_and_torch_inputs_stay_on_device(rng):
         bad = cp.asarray(X)
         bad[0, 0] = cp.nan
         PCA(2).fit(bad)
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        bad = cp.asarray(X)
+        bad[1, 1] = -cp.inf
+        PCA(2).fit(bad)
 
 
 @pytest.mark.gpu

@@ -61,16 +61,26 @@ def validate_data(estimator, X, *, reset=True, dtype=("float64", "float32"),
             f"Found array with {n_features} feature(s) (shape={X.shape}) while a minimum "
             f"of {ensure_min_features} is required by {name}."
         )
-    values = X.data if sparse else X
-    import cupy as cp
-
-    if not bool(cp.isfinite(values).all()):
-        if bool(cp.isnan(values).any()):
-            raise ValueError(f"Input X contains NaN.\n{name} does not accept missing "
-                             "values encoded as NaN natively.")
-        raise ValueError(
-            f"Input X contains infinity or a value too large for {np.dtype(X.dtype)!r}."
-        )
+    _assert_all_finite_on_device(X.data if sparse else X, name)
     _check_n_features(estimator, X, reset=reset)
     _check_feature_names(estimator, X, reset=reset)
     return X
+
+
+def _assert_all_finite_on_device(values, name):
+    """One fused reduction over ``values`` (no temporary array); detail only on failure.
+
+    A sum accumulated in float64 is finite exactly when every element is (NaN and ±inf
+    propagate), short of float64 overflow, which the detailed check then rules out.
+    """
+    import cupy as cp
+
+    if values.size == 0 or bool(cp.isfinite(cp.sum(values, dtype=cp.float64))):
+        return
+    if bool(cp.isnan(values).any()):
+        raise ValueError(f"Input X contains NaN.\n{name} does not accept missing "
+                         "values encoded as NaN natively.")
+    if not bool(cp.isfinite(values).all()):
+        raise ValueError(
+            f"Input X contains infinity or a value too large for {np.dtype(values.dtype)!r}."
+        )
