@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from skgpu_testing import assert_allclose_rel, to_host, tol
+from skgpu_testing import assert_allclose_rel, skip_unless_supported, to_host, tol
 
 from skgpu import config_context
 
@@ -234,6 +234,7 @@ def tapered_spd(rng, n, radius=0.15):
 
 
 def test_sparse_spd(ops, rng):
+    skip_unless_supported(ops, "sparse_spd")
     A = tapered_spd(rng, 400)
     dense = A.toarray()
     b = rng.standard_normal(400)
@@ -254,6 +255,7 @@ def test_sparse_spd(ops, rng):
 
 
 def test_sparse_spd_not_positive_definite(ops, rng):
+    skip_unless_supported(ops, "sparse_spd")
     A = tapered_spd(rng, 50)
     A = (A - 3.0 * sp.identity(50)).tocsr()
     with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):

@@ -37,6 +37,12 @@ from ._cpu import CPUBackend
 
 logger = logging.getLogger("skgpu")
 
+
+def _why(exc):
+    """First line of an exception, for reasons (library loaders print whole directories)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
 OPERATIONS = (
     "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "eigh", "svd",
     "randomized_svd", "qr_r", "cholesky", "sparse_spd",
@@ -59,15 +65,15 @@ def gpu_status():
     try:
         import cupy
     except Exception as exc:  # ImportError, or a CUDA library that fails to load
-        return False, f"CuPy is not importable ({type(exc).__name__}: {exc}); install skgpu[gpu]"
+        return False, f"CuPy is not importable ({_why(exc)}); install skgpu[gpu]"
     try:
         import nvmath
     except Exception as exc:
-        return False, f"nvmath-python is not importable ({type(exc).__name__}: {exc}); install skgpu[gpu]"
+        return False, f"nvmath-python is not importable ({_why(exc)}); install skgpu[gpu]"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
-        return False, f"no CUDA device is usable ({type(exc).__name__}: {exc})"
+        return False, f"no CUDA device is usable ({_why(exc)})"
     if count < 1:
         return False, "no CUDA device is present"
     try:
@@ -77,7 +83,7 @@ def gpu_status():
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     except Exception as exc:
-        return False, f"the CUDA libraries did not load ({type(exc).__name__}: {exc})"
+        return False, f"the CUDA libraries did not load ({_why(exc)})"
     return True, f"{name} with CuPy {cupy.__version__} and nvmath-python {nvmath.__version__}"
 
 
@@ -89,7 +95,7 @@ def _requirement_status(requirement):
 
             cudss.get_property(0)
         except Exception as exc:
-            return False, f"cuDSS is not loadable ({type(exc).__name__}: {exc})"
+            return False, f"cuDSS is not loadable ({_why(exc)})"
     return True, ""
 
 
@@ -188,7 +194,7 @@ def run_with_fallback(func, *, device=None, operations=(), X=None, what="fit"):
         if not is_out_of_memory(exc):
             raise
         backend.free_memory()
-        message = f"{what} ran out of GPU memory ({type(exc).__name__}: {exc})"
+        message = f"{what} ran out of GPU memory ({_why(exc)})"
         if device == "gpu":
             raise GPUOutOfMemoryError(message + "; use device='auto' to fall back to the CPU") from exc
         warnings.warn(f"{message}; running on the CPU instead.", GPUFallbackWarning,
