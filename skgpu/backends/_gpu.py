@@ -410,6 +410,30 @@ class GPUBackend:
         return U[:, order], s[order], V[:, order].T
 
     # tall-skinny orthonormalisation and QR --------------------------------------------
+    def _cholesky_qr_pass(self, Q, shift):
+        """One (shifted) CholeskyQR pass: ``Q L⁻ᵀ`` and ``Lᵀ`` from ``chol(QᵀQ + shift·I)``.
+
+        None when the Cholesky factorisation fails.
+        """
+        G = self.matmul(Q.T, Q)
+        if shift:
+            G = G + shift * cp.eye(G.shape[0], dtype=G.dtype)
+        L, info = _potrf(G)
+        if info != 0:
+            return None
+        L = cp.tril(L)
+        Linv_t = cp.ascontiguousarray(_triangular_inverse(L).T)  # (Lᵀ)⁻¹
+        return self.matmul(Q, Linv_t), L.T
+
+    @staticmethod
+    def _cholesky_qr_shift(Y):
+        """Fukaya et al.'s shift 11 (mn + n(n+1)) u ‖Y‖²_F; None for a zero or non-finite Y."""
+        m, n = Y.shape
+        norm2 = float(cp.vdot(Y, Y).real)
+        if not np.isfinite(norm2) or norm2 == 0.0:
+            return None
+        return 11.0 * (m * n + n * (n + 1)) * (np.finfo(Y.dtype).eps / 2) * norm2
+
     def _cholesky_qr3(self, Y):
         """Shifted CholeskyQR3 (Fukaya et al., SIAM J. Sci. Comput. 2020): Q, R or None.
 
@@ -418,29 +442,34 @@ class GPUBackend:
         Returns None when a Cholesky fails or Q is not orthonormal (rank deficiency),
         so the caller can use Householder QR instead.
         """
-        m, n = Y.shape
-        eps = np.finfo(Y.dtype).eps / 2
-        norm2 = float(cp.vdot(Y, Y).real)
-        if not np.isfinite(norm2) or norm2 == 0.0:
+        n = Y.shape[1]
+        shift = self._cholesky_qr_shift(Y)
+        if shift is None:
             return None
-        shift = 11.0 * (m * n + n * (n + 1)) * eps * norm2
         Q, R = Y, cp.eye(n, dtype=Y.dtype)
-        eye = cp.eye(n, dtype=Y.dtype)
         for step in range(3):
-            G = self.matmul(Q.T, Q)
-            if step == 0:
-                G = G + shift * eye
-            L, info = _potrf(G)
-            if info != 0:
+            out = self._cholesky_qr_pass(Q, shift if step == 0 else 0.0)
+            if out is None:
                 return None
-            L = cp.tril(L)
-            Linv_t = _triangular_inverse(L).T  # R_step⁻¹ with R_step = Lᵀ
-            Q = self.matmul(Q, cp.ascontiguousarray(Linv_t))
-            R = L.T @ R
-        err = float(cp.linalg.norm(self.matmul(Q.T, Q) - eye))
+            Q, R_step = out
+            R = R_step @ R
+        err = float(cp.linalg.norm(self.matmul(Q.T, Q) - cp.eye(n, dtype=Y.dtype)))
         if not np.isfinite(err) or err > 100 * n * np.finfo(Y.dtype).eps ** 0.5:
             return None
         return Q, R
+
+    def _rescale_basis(self, Y):
+        """A well-conditioned basis of span(Y) for the power iterations.
+
+        scikit-learn normalises with LU, which is not orthonormal either: only the span
+        matters until the last step. One shifted CholeskyQR pass suffices here; it falls
+        back to Householder QR when its Cholesky fails.
+        """
+        shift = self._cholesky_qr_shift(Y)
+        out = None if shift is None else self._cholesky_qr_pass(Y, shift)
+        if out is None:
+            return _householder_qr(Y, want_q=True)[0]
+        return out[0]
 
     def _orthonormalize(self, Y):
         out = self._cholesky_qr3(Y)
@@ -464,7 +493,8 @@ class GPUBackend:
         """Halko et al. randomized SVD, the same steps and random draws as scikit-learn's.
 
         The range finder's normaliser only changes the basis of the same subspace, so the
-        cheap CholeskyQR3 orthonormalisation gives scikit-learn's result up to rounding.
+        cheap CholeskyQR rescaling (and CholeskyQR3 for the final orthonormal basis) gives
+        scikit-learn's result up to rounding.
         """
         random_state = check_random_state(random_state)
         n_random = k + n_oversamples
@@ -486,10 +516,10 @@ class GPUBackend:
         for _ in range(n_iter):
             Q = self.matmul(A, Q)
             if normalize:
-                Q = self._orthonormalize(Q)
+                Q = self._rescale_basis(Q)
             Q = self.matmul(AT, Q)
             if normalize:
-                Q = self._orthonormalize(Q)
+                Q = self._rescale_basis(Q)
         Q = self._orthonormalize(self.matmul(A, Q))
         B = self.matmul(AT, Q).T  # Qᵀ A
         Uhat, s, Vt = self.svd(B)
