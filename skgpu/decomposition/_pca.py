@@ -14,8 +14,9 @@ from sklearn.utils._arpack import _init_arpack_v0
 from sklearn.utils.sparsefuncs import _implicit_column_offset, mean_variance_axis
 from sklearn.utils.validation import check_is_fitted
 
-from ..backends import get_backend, run_with_fallback, select_backend
+from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
+from ..backends._arrays import is_sparse as _is_sparse
 from ..utils.validation import validate_data
 
 
@@ -432,7 +433,7 @@ class PCA(_SkPCA):
 
     def score_samples(self, X):
         """Log-likelihood of each sample under the model (computed on the host)."""
-        return super().score_samples(to_numpy(X) if not _is_sparse(X) else X)
+        return super().score_samples(to_numpy(X))
 
     def score(self, X, y=None):
         """Average log-likelihood of the samples under the model."""
@@ -447,9 +448,3 @@ class PCA(_SkPCA):
         tags = super().__sklearn_tags__()
         tags.array_api_support = False
         return tags
-
-
-def _is_sparse(X):
-    from ..backends._arrays import is_sparse
-
-    return is_sparse(X)
