@@ -43,6 +43,7 @@ def _why(exc):
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
+
 OPERATIONS = (
     "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "eigh", "svd",
     "randomized_svd", "qr_r", "cholesky", "sparse_spd",

@@ -410,29 +410,24 @@ class GPUBackend:
         return U[:, order], s[order], V[:, order].T
 
     # tall-skinny orthonormalisation and QR --------------------------------------------
-    def _cholesky_qr_pass(self, Q, shift):
-        """One (shifted) CholeskyQR pass: ``Q L⁻ᵀ`` and ``Lᵀ`` from ``chol(QᵀQ + shift·I)``.
+    def _cholesky_qr_pass(self, Q, shifted):
+        """One CholeskyQR pass: ``Q L⁻ᵀ`` and ``Lᵀ`` from ``chol(QᵀQ [+ shift·I])``; None if
+        the Cholesky factorisation fails (a zero or rank-deficient Q, for example).
 
-        None when the Cholesky factorisation fails.
+        The shift is Fukaya et al.'s 11 (mn + n(n+1)) u ‖Q‖²_F, with ‖Q‖²_F = trace(QᵀQ)
+        taken from the Gram matrix on the device: no extra pass over Q, no host sync.
         """
+        m, n = Q.shape
         G = self.matmul(Q.T, Q)
-        if shift:
-            G = G + shift * cp.eye(G.shape[0], dtype=G.dtype)
+        if shifted:
+            factor = 11.0 * (m * n + n * (n + 1)) * (np.finfo(Q.dtype).eps / 2)
+            G = G + (factor * cp.trace(G)) * cp.eye(n, dtype=G.dtype)
         L, info = _potrf(G)
         if info != 0:
             return None
         L = cp.tril(L)
         Linv_t = cp.ascontiguousarray(_triangular_inverse(L).T)  # (Lᵀ)⁻¹
         return self.matmul(Q, Linv_t), L.T
-
-    @staticmethod
-    def _cholesky_qr_shift(Y):
-        """Fukaya et al.'s shift 11 (mn + n(n+1)) u ‖Y‖²_F; None for a zero or non-finite Y."""
-        m, n = Y.shape
-        norm2 = float(cp.vdot(Y, Y).real)
-        if not np.isfinite(norm2) or norm2 == 0.0:
-            return None
-        return 11.0 * (m * n + n * (n + 1)) * (np.finfo(Y.dtype).eps / 2) * norm2
 
     def _cholesky_qr3(self, Y):
         """Shifted CholeskyQR3 (Fukaya et al., SIAM J. Sci. Comput. 2020): Q, R or None.
@@ -443,12 +438,9 @@ class GPUBackend:
         so the caller can use Householder QR instead.
         """
         n = Y.shape[1]
-        shift = self._cholesky_qr_shift(Y)
-        if shift is None:
-            return None
         Q, R = Y, cp.eye(n, dtype=Y.dtype)
         for step in range(3):
-            out = self._cholesky_qr_pass(Q, shift if step == 0 else 0.0)
+            out = self._cholesky_qr_pass(Q, shifted=step == 0)
             if out is None:
                 return None
             Q, R_step = out
@@ -465,8 +457,7 @@ class GPUBackend:
         matters until the last step. One shifted CholeskyQR pass suffices here; it falls
         back to Householder QR when its Cholesky fails.
         """
-        shift = self._cholesky_qr_shift(Y)
-        out = None if shift is None else self._cholesky_qr_pass(Y, shift)
+        out = self._cholesky_qr_pass(Y, shifted=True)
         if out is None:
             return _householder_qr(Y, want_q=True)[0]
         return out[0]
