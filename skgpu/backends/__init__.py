@@ -12,6 +12,7 @@ operation            meaning
 ``gram``             ``XᵀX`` with the centering ``- n·μμᵀ`` folded in
 ``matmul``           ``a @ b (+ bias)``: cuBLASLt with the BIAS epilog on the GPU
 ``spmm``             sparse @ dense
+``scale_rows``       ``diag(s) @ X``, sparse kept sparse
 ``eigh``             all or the ``top`` largest eigenpairs, descending
 ``svd``              economy SVD (gesvdj on the GPU)
 ``randomized_svd``   Halko et al., scikit-learn's steps and random draws
@@ -45,8 +46,8 @@ def _why(exc):
 
 
 OPERATIONS = (
-    "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "eigh", "svd",
-    "randomized_svd", "qr_r", "cholesky", "sparse_spd",
+    "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "scale_rows", "eigh",
+    "svd", "randomized_svd", "qr_r", "cholesky", "sparse_spd",
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.

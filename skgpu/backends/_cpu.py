@@ -133,6 +133,11 @@ class CPUBackend:
     def spmm(self, A, B):
         return np.asarray(A @ B)
 
+    def scale_rows(self, X, s):
+        if sp.issparse(X):
+            return sp.csr_matrix(sp.diags(s) @ X)
+        return X * s[:, None]
+
     def eigh(self, A, top=None):
         n = A.shape[0]
         if top is not None and top < n:

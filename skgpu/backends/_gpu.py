@@ -356,6 +356,11 @@ class GPUBackend:
     def spmm(self, A, B):
         return cp.asarray(A @ self.asarray(B))
 
+    def scale_rows(self, X, s):
+        if is_sparse(X):
+            return csp.csr_matrix(csp.diags(s) @ X)
+        return X * s[:, None]
+
     def eigh(self, A, top=None):
         F = cp.array(self.asarray(A), order="F", copy=True)
         n = F.shape[0]

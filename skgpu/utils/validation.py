@@ -8,21 +8,93 @@ matrices and CUDA torch tensors stay on the device and get the same checks there
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils.validation import _check_feature_names, _check_n_features
+from sklearn.utils.validation import (
+    _check_feature_names,
+    _check_n_features,
+    _check_y,
+    check_consistent_length,
+)
 from sklearn.utils.validation import validate_data as _sk_validate_data
 
-from ..backends._arrays import is_cupy_sparse, is_device_array, is_torch_tensor, to_cupy
+from ..backends._arrays import (
+    is_cupy_sparse,
+    is_device_array,
+    is_torch_tensor,
+    to_cupy,
+    to_numpy,
+)
 
 
-def validate_data(estimator, X, *, reset=True, dtype=("float64", "float32"),
-                  accept_sparse=False, ensure_min_samples=1, ensure_min_features=1):
-    """Validate ``X`` for ``estimator``; device arrays are returned as CuPy (sparse).
+def validate_data(estimator, X, y="no_validation", *, reset=True,
+                  dtype=("float64", "float32"), accept_sparse=False, ensure_min_samples=1,
+                  ensure_min_features=1, multi_output=False, y_numeric=False):
+    """Validate ``X`` (and ``y`` when given) for ``estimator``.
 
-    ``n_features_in_`` (and ``feature_names_in_`` for DataFrames) are set when ``reset``
-    and checked otherwise, as scikit-learn's ``validate_data`` does.
+    Device arrays are returned as CuPy (sparse); ``y`` follows ``X`` (moved to the
+    device when ``X`` is there, to the host otherwise). ``n_features_in_`` (and
+    ``feature_names_in_`` for DataFrames) are set when ``reset`` and checked otherwise,
+    as scikit-learn's ``validate_data`` does. Returns ``X`` or ``(X, y)``.
     """
     if is_torch_tensor(X) and not is_device_array(X):
         X = X.detach().numpy()
+    if isinstance(y, str) and y == "no_validation":
+        return _validate_X(estimator, X, reset=reset, dtype=dtype,
+                           accept_sparse=accept_sparse,
+                           ensure_min_samples=ensure_min_samples,
+                           ensure_min_features=ensure_min_features)
+    if not is_device_array(X):
+        return _sk_validate_data(
+            estimator, X, to_numpy(y) if is_device_array(y) else y, reset=reset, dtype=list(dtype),
+            accept_sparse=accept_sparse, ensure_min_samples=ensure_min_samples,
+            ensure_min_features=ensure_min_features, multi_output=multi_output,
+            y_numeric=y_numeric,
+        )
+    X = _validate_X(estimator, X, reset=reset, dtype=dtype, accept_sparse=accept_sparse,
+                    ensure_min_samples=ensure_min_samples,
+                    ensure_min_features=ensure_min_features)
+    if y is None:
+        raise ValueError(
+            f"{type(estimator).__name__} requires y to be passed, but the target y is None."
+        )
+    if is_device_array(y):
+        y = _check_y_on_device(to_cupy(y), multi_output=multi_output)
+    else:
+        y = to_cupy(_check_y(y, multi_output=multi_output, y_numeric=y_numeric))
+    check_consistent_length(X, y)
+    return X, y
+
+
+def _check_y_on_device(y, *, multi_output):
+    """scikit-learn's ``_check_y`` checks for a CuPy ``y``, done on the device."""
+    if y.dtype.kind == "c":
+        raise ValueError("Complex data not supported\n{}\n".format(y))
+    if y.dtype.kind not in "fiub":
+        raise ValueError(f"Unknown label type: y of dtype {y.dtype} is not numeric.")
+    if y.dtype.kind != "f":
+        y = y.astype("float64")
+    if multi_output:
+        if y.ndim not in (1, 2):
+            raise ValueError(f"Found array with dim {y.ndim}, while dim <= 2 is required.")
+    else:
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        if y.ndim != 1:
+            raise ValueError(
+                f"y should be a 1d array, got an array of shape {y.shape} instead."
+            )
+    import cupy as cp
+
+    if y.size and not bool(cp.isfinite(cp.sum(y, dtype=cp.float64))):
+        if bool(cp.isnan(y).any()):
+            raise ValueError("Input y contains NaN.")
+        raise ValueError(
+            f"Input y contains infinity or a value too large for {np.dtype(y.dtype)!r}."
+        )
+    return y
+
+
+def _validate_X(estimator, X, *, reset, dtype, accept_sparse, ensure_min_samples,
+                ensure_min_features):
     if not is_device_array(X):
         return _sk_validate_data(
             estimator, X, reset=reset, dtype=list(dtype), accept_sparse=accept_sparse,

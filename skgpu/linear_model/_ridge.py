@@ -1,0 +1,759 @@
+"""Ridge regression and RidgeCV (efficient leave-one-out through QR) on the backend seam.
+
+The solvers are module-level functions of a backend ``ops`` (the style of scikit-learn's
+``linear_model/_ridge.py``); the estimators validate, pick a backend and set attributes.
+
+Notation: ``Xw = diag(√w) (X - 1 x̄ᵀ)`` and ``yw = diag(√w) (y - ȳ)`` are the centred,
+weighted data scikit-learn's leave-one-out works on (``w`` the sample weights, one when
+absent; no centring without an intercept). For sparse X the centring is never applied to
+the matrix: :class:`_Design` carries it through every product.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import _fit_context
+from sklearn.linear_model import Ridge as _SkRidge
+from sklearn.linear_model import RidgeCV as _SkRidgeCV
+from sklearn.linear_model._ridge import _IdentityRegressor
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils import check_scalar
+from sklearn.utils.metadata_routing import (
+    _raise_for_params,
+    _routing_enabled,
+    process_routing,
+)
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+
+from ..backends import run_with_fallback
+from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
+from ..backends._arrays import is_sparse as _is_sparse
+from ..utils.validation import validate_data
+
+logger = logging.getLogger("skgpu")
+
+#: Largest min(n_samples, n_features) for which sparse X goes through the dense
+#: min(n, p)² normal-equations matrix; beyond it scikit-learn's iterative solver is used.
+_SPARSE_GRAM_LIMIT = 8192
+
+
+# --------------------------------------------------------------------------------------
+# shared pieces
+# --------------------------------------------------------------------------------------
+class _Design:
+    """``Xw`` on a backend: dense (centred and weighted in memory) or sparse (row-scaled
+    by ``√w``; the centring ``- √w x̄ᵀ`` is applied implicitly in every product)."""
+
+    def __init__(self, ops, X, X_offset, sqrt_sw, fit_intercept):
+        self.ops = ops
+        self.sparse = ops.is_sparse(X)
+        self.shape = X.shape
+        self.sqrt_sw = sqrt_sw
+        if self.sparse:
+            self.X = X if sqrt_sw is None else ops.scale_rows(X, sqrt_sw)
+            self.mean = X_offset if fit_intercept else None
+            self._sqrt_sw = (ops.xp.ones(X.shape[0], dtype=X.dtype)
+                             if sqrt_sw is None else sqrt_sw)
+        else:
+            Xw = X - X_offset if fit_intercept else X.copy()
+            if sqrt_sw is not None:
+                Xw *= sqrt_sw[:, None]
+            self.X, self.mean = Xw, None
+
+    def matmul(self, B):
+        """``Xw @ B`` for a dense ``B`` of shape (p, k)."""
+        ops = self.ops
+        if not self.sparse:
+            return ops.matmul(self.X, B)
+        out = ops.spmm(self.X, B)
+        if self.mean is not None:
+            out -= self._sqrt_sw[:, None] * (self.mean @ B)[None, :]
+        return out
+
+    def rmatmul(self, Z):
+        """``Xwᵀ @ Z`` for a dense ``Z`` of shape (n, k)."""
+        ops = self.ops
+        if not self.sparse:
+            return ops.matmul(self.X.T, Z)
+        out = ops.spmm(self.X.T, Z)
+        if self.mean is not None:
+            out -= self.mean[:, None] * (self._sqrt_sw @ Z)[None, :]
+        return out
+
+    def gram_features(self):
+        """``Xwᵀ Xw`` (p × p)."""
+        ops = self.ops
+        if not self.sparse:
+            return ops.matmul(self.X.T, self.X)
+        G = ops.gram(self.X)
+        if self.mean is not None:
+            G -= (self._sqrt_sw @ self._sqrt_sw) * ops.xp.outer(self.mean, self.mean)
+        return G
+
+    def gram_samples(self):
+        """``Xw Xwᵀ`` (n × n)."""
+        ops = self.ops
+        if not self.sparse:
+            return ops.matmul(self.X, self.X.T)
+        K = ops.gram(self.X.T)
+        if self.mean is not None:
+            xp, s = ops.xp, self._sqrt_sw
+            Xm = ops.spmm(self.X, self.mean[:, None]).ravel()
+            K -= xp.outer(Xm, s) + xp.outer(s, Xm)
+            K += float(self.mean @ self.mean) * xp.outer(s, s)
+        return K
+
+
+def _preprocess(ops, X, y, sample_weight, fit_intercept, dtype):
+    """Offsets and the weighted, centred design; everything on ``ops`` in ``dtype``.
+
+    Returns ``design, yw (n, t), X_offset, y_offset, sqrt_sw`` (``sqrt_sw`` None without
+    sample weights); ``X_offset``/``y_offset`` are the (weighted) means, zero without an
+    intercept, as in scikit-learn's ``_preprocess_data``.
+    """
+    xp = ops.xp
+    X = ops.asarray(X, dtype=dtype)
+    y = ops.asarray(y, dtype=dtype)
+    y2 = y.reshape(-1, 1) if y.ndim == 1 else y
+    n, p = X.shape
+    sw = None if sample_weight is None else ops.asarray(sample_weight, dtype=dtype)
+    if fit_intercept:
+        X_offset = ops.column_mean(X, sw)
+        w = xp.full(n, 1.0 / n, dtype=dtype) if sw is None else sw / sw.sum()
+        y_offset = w @ y2
+    else:
+        X_offset = xp.zeros(p, dtype=dtype)
+        y_offset = xp.zeros(y2.shape[1], dtype=dtype)
+    sqrt_sw = None if sw is None else xp.sqrt(sw)
+    design = _Design(ops, X, X_offset, sqrt_sw, fit_intercept)
+    yw = y2 - y_offset if fit_intercept else y2.copy()
+    if sqrt_sw is not None:
+        yw *= sqrt_sw[:, None]
+    return design, yw, X_offset, y_offset, sqrt_sw
+
+
+@dataclass
+class _Spectrum:
+    """``Xw`` through its spectrum, for every alpha at once.
+
+    ``lam`` are the eigenvalues of ``XwᵀXw`` (squared singular values of Xw), and, with
+    ``filt(α)`` = ``1/(lam+α)`` (tall) or ``lam/(lam+α)`` (wide):
+
+    - hat-matrix diagonal ``h(α) = (M ∘ M) @ filt(α)``,
+    - fitted values ``ŷ(α) = M @ (filt(α) ∘ MtY)``,
+    - coefficients ``V @ (MtY / (lam+α))`` (tall) or ``Xwᵀ M (MtY / (lam+α))`` (wide),
+
+    where ``M = Xw V`` (tall: V the right singular vectors) or ``M = U`` (wide: U the
+    left singular vectors), and ``MtY = Mᵀ yw``.
+    """
+
+    lam: object
+    M: object
+    MtY: object
+    wide: bool
+    V: object = None
+    s: object = None  # singular values (SVD route) for the pseudo-inverse threshold
+
+    def filt(self, inv):
+        return self.lam[:, None] * inv if self.wide else inv
+
+    def coef(self, design, inv):
+        """Coefficients (p, t) for ``inv`` = 1/(lam+α) of shape (r, t)."""
+        ops = design.ops
+        if self.wide:
+            return design.rmatmul(ops.matmul(self.M, self.MtY * inv))
+        return ops.matmul(self.V, self.MtY * inv)
+
+
+def _decompose(ops, design, yw, mode):
+    """Spectrum of ``Xw`` by the QR route (``mode='svd'``, dense only) or by an
+    eigendecomposition of its Gram matrix (``mode='eigen'``, scikit-learn's route).
+
+    QR route, n > p: ``Xw = QR`` (R only), ``R = Ũ S Vᵀ``; then ``M = Xw V`` (= Q Ũ S)
+    needs one GEMM and no Q. n ≤ p: the transposed form ``Xwᵀ = QR``, so that
+    ``Xw = Rᵀ Qᵀ`` and the SVD ``Rᵀ = U S Wᵀ`` gives the left singular vectors U of Xw
+    directly (n × n). The condition number is never squared.
+    """
+    n, p = design.shape
+    wide = n <= p
+    V = s = None
+    if mode == "svd":
+        if wide:
+            R = ops.qr_r(design.X.T)
+            M, s, _ = ops.svd(R.T)
+        else:
+            R = ops.qr_r(design.X)
+            _, s, Vt = ops.svd(R)
+            V = Vt.T
+            M = design.matmul(V)
+        lam = s * s
+    elif wide:
+        lam, M = ops.eigh(design.gram_samples())
+    else:
+        lam, V = ops.eigh(design.gram_features())
+        M = design.matmul(V)
+    MtY = ops.matmul(M.T, yw)
+    return _Spectrum(lam=lam, M=M, MtY=MtY, wide=wide, V=V, s=s)
+
+
+def _set_intercept(fit_intercept, X_offset, y_offset, coef):
+    """scikit-learn's ``LinearModel._set_intercept`` (X_scale is one)."""
+    if fit_intercept:
+        return y_offset - X_offset @ coef.T
+    return 0.0
+
+
+# --------------------------------------------------------------------------------------
+# Ridge
+# --------------------------------------------------------------------------------------
+def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
+    """Ridge coefficients (t, p) on ``ops`` by 'cholesky' (normal equations, potrf; the
+    n × n kernel form when p > n) or 'svd' (QR route); 'cholesky' falls back to 'svd'
+    when the matrix is singular, as scikit-learn's does. Returns host arrays."""
+    from numpy.linalg import LinAlgError
+
+    dtype = X.dtype
+    design, yw, X_offset, y_offset, _ = _preprocess(ops, X, y, sample_weight,
+                                                    fit_intercept, dtype)
+    xp = ops.xp
+    n, p = design.shape
+    t = yw.shape[1]
+    alphas = np.broadcast_to(np.asarray(alpha, dtype=dtype).ravel(), (t,))
+    coef = None
+    if solver == "cholesky":
+        kernel = p > n
+        A = design.gram_samples() if kernel else design.gram_features()
+        B = yw if kernel else design.rmatmul(yw)
+        sol = xp.empty_like(B)
+        eye = xp.eye(A.shape[0], dtype=dtype)
+        try:
+            for a in np.unique(alphas):
+                cols = np.flatnonzero(alphas == a)
+                factor = ops.cholesky(A + dtype.type(a) * eye, what="regularised Gram matrix")
+                sol[:, cols] = factor.solve(B[:, cols])
+            coef = design.rmatmul(sol) if kernel else sol
+        except LinAlgError:
+            solver = "svd"
+    if solver == "svd":
+        spec = _decompose(ops, design, yw, "svd")
+        a = ops.asarray(np.ascontiguousarray(alphas))
+        inv = 1.0 / (spec.lam[:, None] + a[None, :])
+        # Pseudo-inverse rule (NumPy's pinv/lstsq): singular values below
+        # max(n, p)·eps·s_max count as zero. scikit-learn uses an absolute 1e-15, which
+        # lets rounding noise through for numerically rank-deficient X when alpha = 0.
+        cutoff = max(n, p) * np.finfo(dtype).eps * spec.s[0]
+        inv = xp.where((spec.s > cutoff)[:, None], inv, 0.0).astype(dtype)
+        coef = spec.coef(design, inv)
+    coef = ops.to_host(coef).T
+    intercept_offsets = (ops.to_host(X_offset), ops.to_host(y_offset))
+    return coef, intercept_offsets, solver
+
+
+class _DevicePredictMixin:
+    """``predict`` as one matmul with the intercept in the BIAS epilog, output following
+    the input's container; device copies of the weights are cached per backend."""
+
+    def _linear_weights(self, ops):
+        cache = self.__dict__.setdefault("_device_cache", {})
+        if ops.name not in cache:
+            coef = np.atleast_2d(np.asarray(self.coef_))
+            intercept = np.broadcast_to(np.asarray(self.intercept_, dtype=coef.dtype),
+                                        (coef.shape[0],))
+            cache[ops.name] = (ops.asarray(np.ascontiguousarray(coef.T)),
+                               ops.asarray(np.ascontiguousarray(intercept)))
+        return cache[ops.name]
+
+    def predict(self, X):
+        """Predict using the linear model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            NumPy, pandas, SciPy sparse, CuPy (dense or sparse) or torch.
+
+        Returns
+        -------
+        C : array of shape (n_samples,) or (n_samples, n_targets)
+            In the container of ``X``.
+        """
+        check_is_fitted(self)
+        spec = container_of(X)
+        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc", "coo"))
+        one_target = np.ndim(self.coef_) == 1
+
+        def work(ops):
+            W, b = self._linear_weights(ops)
+            Xd = ops.asarray(X)
+            out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
+                             bias=ops.asarray(b, dtype=Xd.dtype))
+            return out.ravel() if one_target else out
+
+        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+                                   what=f"{type(self).__name__}.predict")
+        return convert_output(out, spec)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_device_cache", None)
+        return state
+
+
+def _host(a):
+    return None if a is None else to_numpy(a)
+
+
+class Ridge(_DevicePredictMixin, _SkRidge):
+    """Linear least squares with l2 regularisation on the GPU, a drop-in for scikit-learn's.
+
+    Same parameters, attributes and results as :class:`sklearn.linear_model.Ridge`.
+    ``solver='auto'``, ``'cholesky'`` and ``'svd'`` run on the backend chosen by
+    :func:`skgpu.config_context` (``device``):
+
+    - ``'cholesky'`` (what ``'auto'`` picks): the normal equations ``XᵀX + αI`` (or the
+      kernel form ``XXᵀ + αI`` when p > n) factored by potrf, one factorisation per
+      distinct alpha; a singular matrix falls back to ``'svd'``, as in scikit-learn.
+      Sparse X with an intercept is handled here too when ``solver='auto'`` and
+      ``min(n, p) <= 8192``, the centring folded into the products (scikit-learn picks
+      the iterative 'sparse_cg' there; this solves the same system exactly).
+    - ``'svd'``: the QR route of :class:`RidgeCV` (R of a tall-skinny QR, SVD of R).
+
+    The other solvers (``'lsqr'``, ``'sparse_cg'``, ``'sag'``, ``'saga'``, ``'lbfgs'``,
+    and ``positive=True``) run scikit-learn's implementation on the CPU, with the reason
+    logged on the ``"skgpu"`` logger.
+
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default=1.0
+        Regularisation strength (one per target allowed).
+    fit_intercept : bool, default=True
+        Whether to fit the intercept.
+    copy_X : bool, default=True
+        Kept for compatibility; X is never modified.
+    max_iter : int, default=None
+        Iterations of the iterative (CPU) solvers.
+    tol : float, default=1e-4
+        Precision of the iterative (CPU) solvers.
+    solver : {'auto', 'svd', 'cholesky', 'lsqr', 'sparse_cg', 'sag', 'saga', 'lbfgs'}, \
+default='auto'
+        Solver; see above for which run on the GPU.
+    positive : bool, default=False
+        Force positive coefficients (scikit-learn's 'lbfgs' on the CPU).
+    random_state : int, RandomState instance or None, default=None
+        Used by 'sag' and 'saga'.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray of shape (n_targets,)
+    n_iter_ : None or ndarray of shape (n_targets,)
+        Iterations of the iterative solvers; None for 'cholesky' and 'svd'.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined only when X has string feature names.
+    solver_ : str
+        The solver used.
+    backend_ : {'gpu', 'cpu'}
+        Where the last fit ran.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpu.linear_model import Ridge
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 1.0]])
+    >>> y = np.array([0.0, 1.0, 2.0, 3.5])
+    >>> Ridge(alpha=0.1).fit(X, y).coef_.round(4)
+    array([1.1058, 0.8558])
+    """
+
+    def _backend_solver(self, X):
+        """The solver run on the backend seam, or None for scikit-learn's on the CPU."""
+        if self.positive or self.solver not in ("auto", "cholesky", "svd"):
+            return None
+        if _is_sparse(X):
+            if self.solver == "svd":
+                return None  # scikit-learn's TypeError
+            if self.fit_intercept and self.solver == "cholesky":
+                return None  # scikit-learn's ValueError
+            if min(X.shape) > _SPARSE_GRAM_LIMIT:
+                return None
+            return "cholesky"
+        return "svd" if self.solver == "svd" else "cholesky"
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit Ridge regression model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data: NumPy, pandas, SciPy sparse, CuPy (dense or sparse) or torch.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Target values.
+        sample_weight : float or array-like of shape (n_samples,), default=None
+            Individual weights for each sample.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        solver = self._backend_solver(X)
+        if solver is None:
+            logger.info("Ridge.fit: solver=%r (positive=%s) runs scikit-learn's "
+                        "implementation on the CPU", self.solver, self.positive)
+            _SkRidge.fit(self, to_numpy(X) if is_device_array(X) else X,
+                         to_numpy(y) if is_device_array(y) else y,
+                         sample_weight=_host(sample_weight))
+            self.backend_ = "cpu"
+            self.__dict__.pop("_device_cache", None)
+            return self
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"),
+                             multi_output=True, y_numeric=True)
+        if _is_sparse(X) and X.format != "csr":
+            X = X.tocsr()
+        dtype = X.dtype
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=dtype)
+        t = 1 if y.ndim == 1 else y.shape[1]
+        n_alpha = np.asarray(self.alpha).size
+        if n_alpha not in (1, t):
+            raise ValueError(
+                "Number of targets and number of penalties do not correspond: "
+                f"{n_alpha} != {t}"
+            )
+
+        def work(ops):
+            return _ridge_fit(ops, X, y, sample_weight, self.alpha,
+                              fit_intercept=self.fit_intercept, solver=solver)
+
+        operations = ("cholesky", "qr_r", "svd", "matmul")
+        (coef, (X_offset, y_offset), used), backend = run_with_fallback(
+            work, operations=operations, X=X, what=f"Ridge.fit ({solver})")
+        if y.ndim == 1:
+            coef, y_offset = coef.ravel(), y_offset[0]
+        self.coef_ = coef
+        self.intercept_ = _set_intercept(self.fit_intercept, X_offset, y_offset, coef)
+        self.n_iter_ = None
+        self.solver_ = used
+        self.backend_ = backend.name
+        self._device_cache = {}
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.array_api_support = False
+        return tags
+
+
+# --------------------------------------------------------------------------------------
+# RidgeCV
+# --------------------------------------------------------------------------------------
+def _resolve_gcv_mode(gcv_mode, X):
+    """'svd' (QR route) for dense X unless 'eigen' is asked; sparse X: 'eigen'."""
+    if _is_sparse(X):
+        if gcv_mode == "svd":
+            warnings.warn(
+                "The 'svd' mode is not supported for sparse X, we fallback to "
+                "`gcv_mode='eigen'`. Passing `gcv_mode='svd'` on sparse X will raise "
+                "an error in 1.11, use the default or pass `gcv_mode='eigen'` to "
+                "suppress this warning.",
+                FutureWarning,
+            )
+        return "eigen"
+    return "eigen" if gcv_mode == "eigen" else "svd"
+
+
+@dataclass
+class _GCVResult:
+    alpha: object
+    best_score: object
+    coef: np.ndarray  # (t, p)
+    X_offset: np.ndarray
+    y_offset: np.ndarray
+    cv_results: np.ndarray = None  # (n * t, n_alphas)
+
+
+def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per_target,
+             scorer, score_params, store_cv_results):
+    """Leave-one-out errors (or predictions, with a scorer) for every alpha at once, the
+    best alpha(s) by scikit-learn's rules, and the coefficients for them."""
+    xp = ops.xp
+    dtype = np.dtype(np.float64)
+    design, yw, X_offset, y_offset, sqrt_sw = _preprocess(ops, X, y, sample_weight,
+                                                          fit_intercept, dtype)
+    spec = _decompose(ops, design, yw, mode)
+    n, t = yw.shape
+    n_alphas = len(alphas)
+    a_dev = ops.asarray(np.asarray(alphas, dtype=dtype))
+    inv = 1.0 / (spec.lam[:, None] + a_dev[None, :])  # (r, n_alphas)
+    filt = spec.filt(inv)
+    D = 1.0 - ops.matmul(spec.M * spec.M, filt)  # 1 - h, (n, n_alphas)
+    if fit_intercept:
+        sw = (xp.ones(n, dtype=dtype) / n if sqrt_sw is None
+              else sqrt_sw * sqrt_sw / (sqrt_sw @ sqrt_sw))
+        D -= sw[:, None]
+    y_host = _host(y).astype(dtype, copy=False)
+    y_off_host = ops.to_host(y_offset)
+    cv_results = np.empty((n * t, n_alphas), dtype=dtype) if store_cv_results else None
+    scores = []
+
+    def finish(E, i):
+        """Score (and store) the (n, t) LOO errors ``E`` of alpha ``i``."""
+        if scorer is None:
+            sq = E * E
+            if store_cv_results:
+                cv_results[:, i] = ops.to_host(sq).ravel()
+            col = ops.to_host(xp.mean(sq, axis=0))
+            if alpha_per_target:
+                return col if y.ndim == 2 else col[0]
+            return float(np.mean(col)) if t > 1 else float(col[0])
+        pred = yw - E
+        if sqrt_sw is not None:
+            pred /= sqrt_sw[:, None]
+        pred = ops.to_host(pred) + y_off_host
+        if store_cv_results:
+            cv_results[:, i] = pred.ravel()
+        identity = _IdentityRegressor()
+        if y.ndim == 1:
+            return scorer(identity, pred[:, 0], y_host, **score_params)
+        if alpha_per_target:
+            return np.asarray([scorer(identity, pred[:, j], y_host[:, j], **score_params)
+                               for j in range(t)])
+        return scorer(identity, pred, y_host, **score_params)
+
+    if t == 1:
+        # All alphas in one GEMM: columns of Ŷ are the fits for each alpha.
+        E_all = (yw - ops.matmul(spec.M, spec.MtY * filt)) / D
+        for i in range(n_alphas):
+            scores.append(finish(E_all[:, i:i + 1], i))
+        del E_all
+    else:
+        for i in range(n_alphas):
+            E = (yw - ops.matmul(spec.M, spec.MtY * filt[:, i:i + 1])) / D[:, i:i + 1]
+            scores.append(finish(E, i))
+            del E
+    if scorer is None:
+        scores = [-s for s in scores]
+
+    # scikit-learn's selection: the first best alpha (per target when asked).
+    per_target = alpha_per_target and t > 1
+    best_alpha = best_score = None
+    chosen = None
+    for i, (alpha, score) in enumerate(zip(alphas, scores)):
+        if best_score is None:
+            if per_target:
+                best_score = np.array(score, dtype=dtype).reshape(-1)
+                best_alpha = np.full(t, alpha)
+                chosen = np.zeros(t, dtype=int)
+            else:
+                best_score, best_alpha, chosen = score, alpha, i
+        elif per_target:
+            update = score > best_score
+            best_score[update] = score[update]
+            best_alpha[update] = alpha
+            chosen[update] = i
+        elif score > best_score:
+            best_score, best_alpha, chosen = score, alpha, i
+
+    if per_target:
+        inv_best = inv[:, ops.asarray(chosen)]
+    else:
+        inv_best = xp.repeat(inv[:, chosen:chosen + 1], t, axis=1)
+    coef = ops.to_host(spec.coef(design, inv_best)).T
+    return _GCVResult(alpha=best_alpha, best_score=best_score, coef=coef,
+                      X_offset=ops.to_host(X_offset), y_offset=y_off_host,
+                      cv_results=cv_results)
+
+
+class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
+    """Ridge regression with built-in cross-validation, on the GPU; a drop-in for
+    scikit-learn's :class:`~sklearn.linear_model.RidgeCV`.
+
+    With ``cv=None`` (the default) the efficient leave-one-out runs on the backend chosen
+    by :func:`skgpu.config_context` for every alpha and target at once:
+
+    - dense X (``gcv_mode`` None, ``'auto'`` or ``'svd'``): the **QR route**. With Xw the
+      centred, weighted data, ``Xw = QR`` (R only, by shifted CholeskyQR3 on the GPU,
+      Householder where that fails), ``R = Ũ S Vᵀ`` and ``M = Xw V``; the hat-matrix
+      diagonal is ``h_i(α) = Σ_j M_ij² / (s_j² + α)`` and the fits ``M diag(1/(s²+α))
+      Mᵀ y`` — a few GEMMs for all alphas, no XᵀX, so the condition number is never
+      squared. When n <= p the transposed form is used: ``Xwᵀ = QR``, and the SVD of
+      ``Rᵀ`` (n × n) gives Xw's left singular vectors U directly, ``h = (U∘U) s²/(s²+α)``.
+    - ``gcv_mode='eigen'``: scikit-learn's route, an eigendecomposition of ``XwᵀXw``
+      (n > p) or ``Xw Xwᵀ`` (n <= p). Sparse X always takes it (``'svd'`` warns as in
+      scikit-learn), with the centring carried through SpMM products: X is never
+      densified, only the min(n, p)² Gram matrix is.
+
+    The computation is in float64 whatever the input dtype, and ``coef_``,
+    ``intercept_`` and ``cv_results_`` are cast back to a floating input's dtype, as in
+    scikit-learn. With ``cv`` given, a GridSearchCV over :class:`Ridge` is run.
+
+    Parameters
+    ----------
+    alphas : array-like of shape (n_alphas,), default=(0.1, 1.0, 10.0)
+        Regularisation strengths to try (positive).
+    fit_intercept : bool, default=True
+        Whether to fit the intercept.
+    scoring : str, callable or None, default=None
+        Scorer; None means the mean squared LOO error (negated).
+    cv : int, cross-validation generator, iterable or None, default=None
+        None: efficient leave-one-out; otherwise GridSearchCV's ``cv``.
+    gcv_mode : {'auto', 'svd', 'eigen'} or None, default=None
+        Route of the leave-one-out, see above.
+    store_cv_results : bool, default=False
+        Keep the per-sample LOO squared errors (or predictions, with a scorer).
+    alpha_per_target : bool, default=False
+        Pick the best alpha for each target separately.
+
+    Attributes
+    ----------
+    cv_results_ : ndarray of shape (n_samples, n_alphas) or (n_samples, n_targets, n_alphas)
+        Only with ``store_cv_results=True`` and ``cv=None``.
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray of shape (n_targets,)
+    alpha_ : float or ndarray of shape (n_targets,)
+    best_score_ : float or ndarray of shape (n_targets,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined only when X has string feature names.
+    backend_ : {'gpu', 'cpu'}
+        Where the leave-one-out ran (with ``cv`` given: where the final Ridge ran).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_diabetes
+    >>> from skgpu.linear_model import RidgeCV
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> reg = RidgeCV(alphas=[1e-3, 1e-2, 1e-1, 1]).fit(X, y)
+    >>> float(reg.alpha_), round(reg.score(X, y), 4)
+    (0.01, 0.5166)
+    """
+
+    def _checked_alphas(self):
+        """scikit-learn's checks of ``alphas`` (positive; zero allowed with ``cv``)."""
+        check = dict(target_type=numbers.Real, min_val=0.0,
+                     include_boundaries="neither" if self.cv is None else "left")
+        if isinstance(self.alphas, (np.ndarray, list, tuple)):
+            if np.ndim(self.alphas) == 0 or len(self.alphas) == 1:
+                first = np.ravel(self.alphas)[0]
+                check_scalar(first, "alphas", **check)
+            else:
+                for index, alpha in enumerate(self.alphas):
+                    check_scalar(alpha, f"alphas[{index}]", **check)
+        return np.asarray(self.alphas)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, **params):
+        """Fit Ridge regression model with cv.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data: NumPy, pandas, SciPy sparse, CuPy (dense or sparse) or torch.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Target values.
+        sample_weight : float or array-like of shape (n_samples,), default=None
+            Individual weights for each sample.
+        **params : dict
+            Parameters routed to the scorer (metadata routing).
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        _raise_for_params(params, self, "fit")
+        scorer = self._get_scorer()
+        alphas = self._checked_alphas()
+        if sample_weight is not None:
+            params["sample_weight"] = sample_weight
+        self.__dict__.pop("cv_results_", None)
+        self._device_cache = {}
+
+        if self.cv is not None:
+            return self._fit_grid_search(X, y, alphas, scorer, params)
+
+        if _routing_enabled():
+            score_params = process_routing(self, "fit", **params).scorer.score
+        else:
+            score_params = {} if sample_weight is None else {
+                "sample_weight": _host(sample_weight)}
+        if self.scoring is None:
+            scorer = None
+        floating = getattr(getattr(X, "dtype", None), "kind", None) == "f"
+        original_dtype = X.dtype if floating else None
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"),
+                             dtype=("float64",), multi_output=True, y_numeric=True)
+        if _is_sparse(X) and X.format != "csr":
+            X = X.tocsr()
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=X.dtype)
+        mode = _resolve_gcv_mode(self.gcv_mode, X)
+        alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
+
+        def work(ops):
+            return _gcv_fit(ops, X, y, sample_weight, alpha_list,
+                            fit_intercept=self.fit_intercept, mode=mode,
+                            alpha_per_target=self.alpha_per_target, scorer=scorer,
+                            score_params=dict(score_params),
+                            store_cv_results=self.store_cv_results)
+
+        operations = ("qr_r", "svd", "matmul") if mode == "svd" else ("eigh", "gram",
+                                                                     "matmul")
+        result, backend = run_with_fallback(work, operations=operations, X=X,
+                                            what=f"RidgeCV.fit (leave-one-out, {mode})")
+        coef, y_offset = result.coef, result.y_offset
+        if y.ndim == 1 or y.shape[1] == 1:
+            coef = coef.ravel()
+        if y.ndim == 1:
+            y_offset = y_offset[0]
+        intercept = _set_intercept(self.fit_intercept, result.X_offset, y_offset, coef)
+        if original_dtype is not None:
+            coef = coef.astype(original_dtype, copy=False)
+            if type(intercept) is not float:
+                intercept = np.asarray(intercept).astype(original_dtype, copy=False)
+        self.alpha_ = result.alpha
+        self.best_score_ = result.best_score
+        self.coef_ = coef
+        self.intercept_ = intercept
+        if self.store_cv_results:
+            n = X.shape[0]
+            shape = (n, len(alpha_list)) if y.ndim == 1 else (n, y.shape[1],
+                                                              len(alpha_list))
+            cv = result.cv_results.reshape(shape)
+            self.cv_results_ = (cv if original_dtype is None
+                                else cv.astype(original_dtype, copy=False))
+        self.backend_ = backend.name
+        return self
+
+    def _fit_grid_search(self, X, y, alphas, scorer, params):
+        if self.store_cv_results:
+            raise ValueError("cv!=None and store_cv_results=True are incompatible")
+        if self.alpha_per_target:
+            raise ValueError("cv!=None and alpha_per_target=True are incompatible")
+        estimator = Ridge(fit_intercept=self.fit_intercept)
+        if _routing_enabled():
+            estimator.set_fit_request(sample_weight=True)
+        search = GridSearchCV(estimator, {"alpha": alphas}, cv=self.cv, scoring=scorer)
+        search.fit(X, y, **params)
+        best = search.best_estimator_
+        self.alpha_ = best.alpha
+        self.best_score_ = search.best_score_
+        self.coef_ = best.coef_
+        self.intercept_ = best.intercept_
+        self.n_features_in_ = best.n_features_in_
+        if hasattr(best, "feature_names_in_"):
+            self.feature_names_in_ = best.feature_names_in_
+        self.backend_ = best.backend_
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.array_api_support = False
+        return tags
