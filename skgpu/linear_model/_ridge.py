@@ -243,12 +243,12 @@ def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
     if solver == "svd":
         spec = _decompose(ops, design, yw, "svd")
         a = ops.asarray(np.ascontiguousarray(alphas))
-        inv = 1.0 / (spec.lam[:, None] + a[None, :])
         # Pseudo-inverse rule (NumPy's pinv/lstsq): singular values below
         # max(n, p)·eps·s_max count as zero. scikit-learn uses an absolute 1e-15, which
         # lets rounding noise through for numerically rank-deficient X when alpha = 0.
-        cutoff = max(n, p) * np.finfo(dtype).eps * spec.s[0]
-        inv = xp.where((spec.s > cutoff)[:, None], inv, 0.0).astype(dtype)
+        keep = (spec.s > max(n, p) * np.finfo(dtype).eps * spec.s[0])[:, None]
+        denom = xp.where(keep, spec.lam[:, None] + a[None, :], 1.0)
+        inv = xp.where(keep, 1.0 / denom, 0.0).astype(dtype)
         coef = spec.coef(design, inv)
     coef = ops.to_host(coef).T
     intercept_offsets = (ops.to_host(X_offset), ops.to_host(y_offset))
