@@ -9,75 +9,23 @@ checked against scikit-learn before any time is reported.
 import argparse
 import json
 import os
-import platform
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 
 import sklearn  # noqa: E402
+from _harness import GPU, PeakGPUMemory, machine, rel_diff, sync, timeit  # noqa: E402
 from sklearn import decomposition as skd  # noqa: E402
 
 import skgpu  # noqa: E402
-from skgpu.backends import gpu_status  # noqa: E402
 from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
 
-GPU = gpu_status()[0]
 if GPU:
     import cupy as cp
     import cupyx.scipy.sparse as csp
-
-
-def sync():
-    if GPU:
-        cp.cuda.Device().synchronize()
-
-
-def timeit(func, repeats, warmup=1):
-    for _ in range(warmup):
-        func()
-        sync()
-    times = []
-    out = None
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
-        out = func()
-        sync()
-        times.append(time.perf_counter() - start)
-    return out, {"median_s": statistics.median(times), "min_s": min(times),
-                 "max_s": max(times), "repeats": repeats}
-
-
-class PeakGPUMemory:
-    """Peak bytes in use in CuPy's memory pool while the block runs."""
-
-    def __enter__(self):
-        self.pool = cp.get_default_memory_pool()
-        self.pool.free_all_blocks()
-        self.base = self.pool.used_bytes()
-        self.peak = self.base
-        pool = self.pool
-
-        def malloc(size):
-            mem = pool.malloc(size)
-            self.peak = max(self.peak, pool.used_bytes())
-            return mem
-
-        cp.cuda.set_allocator(malloc)
-        return self
-
-    def __exit__(self, *exc):
-        cp.cuda.set_allocator(self.pool.malloc)
-        self.bytes = self.peak - self.base
-
-
-def rel_diff(a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
 
 
 def components_diff(a, b):
@@ -171,20 +119,6 @@ def bench_tsvd(n, p, nnz, k, repeats, results):
         row["check_singular_values_rel_diff"] = rel_diff(ours.singular_values_,
                                                          ref.singular_values_)
     results.append(row)
-
-
-def machine():
-    info = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-            "python": sys.version.split()[0], "numpy": np.__version__,
-            "scikit-learn": sklearn.__version__, "skgpu": skgpu.__version__,
-            "gpu_backend": gpu_status()[1]}
-    if GPU:
-        import nvmath
-
-        props = cp.cuda.runtime.getDeviceProperties(0)
-        info |= {"gpu": props["name"].decode(), "cupy": cp.__version__,
-                 "nvmath-python": nvmath.__version__}
-    return info
 
 
 def main():

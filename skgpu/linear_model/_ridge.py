@@ -17,7 +17,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.linear_model import Ridge as _SkRidge
 from sklearn.linear_model import RidgeCV as _SkRidgeCV

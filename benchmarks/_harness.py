@@ -1,0 +1,86 @@
+"""Timing, memory and machine helpers shared by the benchmark scripts.
+
+Times are medians over repeats after a warm-up, with the device synchronised before the
+clock starts and after the work ends.
+"""
+
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import sklearn
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import skgpu  # noqa: E402
+from skgpu.backends import gpu_status  # noqa: E402
+
+GPU = gpu_status()[0]
+if GPU:
+    import cupy as cp
+
+
+def sync():
+    if GPU:
+        cp.cuda.Device().synchronize()
+
+
+def timeit(func, repeats, warmup=1):
+    for _ in range(warmup):
+        func()
+        sync()
+    times = []
+    out = None
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        out = func()
+        sync()
+        times.append(time.perf_counter() - start)
+    return out, {"median_s": statistics.median(times), "min_s": min(times),
+                 "max_s": max(times), "repeats": repeats}
+
+
+class PeakGPUMemory:
+    """Peak bytes in use in CuPy's memory pool while the block runs."""
+
+    def __enter__(self):
+        self.pool = cp.get_default_memory_pool()
+        self.pool.free_all_blocks()
+        self.base = self.pool.used_bytes()
+        self.peak = self.base
+        pool = self.pool
+
+        def malloc(size):
+            mem = pool.malloc(size)
+            self.peak = max(self.peak, pool.used_bytes())
+            return mem
+
+        cp.cuda.set_allocator(malloc)
+        return self
+
+    def __exit__(self, *exc):
+        cp.cuda.set_allocator(self.pool.malloc)
+        self.bytes = self.peak - self.base
+
+
+def rel_diff(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def machine():
+    info = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+            "python": sys.version.split()[0], "numpy": np.__version__,
+            "scikit-learn": sklearn.__version__, "skgpu": skgpu.__version__,
+            "gpu_backend": gpu_status()[1]}
+    if GPU:
+        import nvmath
+
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        info |= {"gpu": props["name"].decode(), "cupy": cp.__version__,
+                 "nvmath-python": nvmath.__version__}
+    return info
