@@ -473,11 +473,43 @@ class GPUBackend:
             out = _positive_diagonal(*_householder_qr(Y, want_q=True))
         return out[0]
 
+    def _cholesky_qr_adaptive(self, X):
+        """R of ``X = QR`` by unshifted CholeskyQR passes, stopping as soon as Q is
+        orthonormal to working precision: one pass for a well-conditioned X, two
+        (CholeskyQR2) up to cond(X) ~ 1e7 in float64. The Gram matrix of the next pass is
+        the orthogonality check, so a pass costs two GEMMs on the tall matrix. Returns
+        None when the first Cholesky fails or Q is far from orthonormal (cond(X) beyond
+        CholeskyQR2's reach): the caller then runs shifted CholeskyQR3.
+        """
+        m, n = X.shape
+        eps = np.finfo(X.dtype).eps
+        # The floor of ‖QᵀQ - I‖_F for an orthonormal Q is rounding in the Gram matrix.
+        tau = min(10.0 * eps * np.sqrt(m) * n, 1e-6)
+        eye = cp.eye(n, dtype=X.dtype)
+        G = self.matmul(X.T, X)
+        Q, R = X, eye
+        for step in range(3):
+            L, info = _potrf(G)
+            if info != 0:
+                return None
+            L = cp.tril(L)
+            Q = self.matmul(Q, cp.ascontiguousarray(_triangular_inverse(L).T))
+            R = L.T @ R
+            G = self.matmul(Q.T, Q)
+            err = float(cp.linalg.norm(G - eye))
+            if err <= tau:
+                return Q, R
+            if not np.isfinite(err) or (step == 0 and err > 0.5):
+                return None
+        return (Q, R) if err <= 100 * n * eps**0.5 else None
+
     def qr_r(self, X):
         X = self.asarray(X)
         m, n = X.shape
         if m >= n:
-            out = self._cholesky_qr3(X)
+            out = self._cholesky_qr_adaptive(X)
+            if out is None:
+                out = self._cholesky_qr3(X)
             if out is not None:
                 return out[1]
         return _positive_diagonal(*_householder_qr(X, want_q=False))[1]

@@ -497,21 +497,29 @@ def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per
         sw = (xp.ones(n, dtype=dtype) / n if sqrt_sw is None
               else sqrt_sw * sqrt_sw / (sqrt_sw @ sqrt_sw))
         D -= sw[:, None]
-    y_host = _host(y).astype(dtype, copy=False)
+    y_host = _host(y).astype(dtype, copy=False) if scorer is not None else None
     y_off_host = ops.to_host(y_offset)
     cv_results = np.empty((n * t, n_alphas), dtype=dtype) if store_cv_results else None
-    scores = []
+    need_errors = scorer is not None or store_cv_results
+    ones = xp.full(n, 1.0 / n, dtype=dtype)
+
+    def mean_squared(F, d=None):
+        """Column means of ``(F / d)²`` by one GEMV (CuPy's axis-0 reductions are slow);
+        ``F`` is overwritten."""
+        F *= F
+        return ops.to_host((ones if d is None else ones / (d * d)) @ F)
+
+    def score(col):
+        if alpha_per_target:
+            return col if y.ndim == 2 else col[0]
+        return float(np.mean(col))
 
     def finish(E, i):
         """Score (and store) the (n, t) LOO errors ``E`` of alpha ``i``."""
         if scorer is None:
-            sq = E * E
             if store_cv_results:
-                cv_results[:, i] = ops.to_host(sq).ravel()
-            col = ops.to_host(xp.mean(sq, axis=0))
-            if alpha_per_target:
-                return col if y.ndim == 2 else col[0]
-            return float(np.mean(col)) if t > 1 else float(col[0])
+                cv_results[:, i] = ops.to_host(E * E).ravel()
+            return score(mean_squared(E))
         pred = yw - E
         if sqrt_sw is not None:
             pred /= sqrt_sw[:, None]
@@ -526,17 +534,27 @@ def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per
                                for j in range(t)])
         return scorer(identity, pred, y_host, **score_params)
 
+    # LOO error = (y - ŷ) / (1 - h); F below holds ŷ - y, its negative.
+    scores = []
     if t == 1:
-        # All alphas in one GEMM: columns of Ŷ are the fits for each alpha.
-        E_all = (yw - ops.matmul(spec.M, spec.MtY * filt)) / D
-        for i in range(n_alphas):
-            scores.append(finish(E_all[:, i:i + 1], i))
-        del E_all
+        # All alphas in one GEMM: column i of F is the fit for alpha i.
+        F = ops.matmul(spec.M, spec.MtY * filt)
+        F -= yw
+        F /= D
+        if need_errors:
+            scores = [finish(-F[:, i:i + 1], i) for i in range(n_alphas)]
+        else:
+            scores = [score(col[None]) for col in mean_squared(F)]
+        del F
     else:
         for i in range(n_alphas):
-            E = (yw - ops.matmul(spec.M, spec.MtY * filt[:, i:i + 1])) / D[:, i:i + 1]
-            scores.append(finish(E, i))
-            del E
+            F = ops.matmul(spec.M, spec.MtY * filt[:, i:i + 1])
+            F -= yw
+            if need_errors:
+                scores.append(finish(F / -D[:, i:i + 1], i))
+            else:
+                scores.append(score(mean_squared(F, D[:, i])))
+            del F
     if scorer is None:
         scores = [-s for s in scores]
 
