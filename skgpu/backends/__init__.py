@@ -17,7 +17,8 @@ operation            meaning
 ``svd``              economy SVD (gesvdj on the GPU)
 ``randomized_svd``   Halko et al., scikit-learn's steps and random draws
 ``qr_r``             R factor of a tall-skinny QR, positive diagonal
-``cholesky``         factor with ``solve``, ``logdet``, ``inverse``
+``cholesky``         factor with ``solve``, ``logdet``, ``inverse``, ``half_inverse``
+``solve_triangular`` ``L⁻¹ B`` for a lower-triangular L
 ``sparse_spd``       sparse SPD factor with ``solve``, ``logdet``, ``refactor``
 ===================  ==================================================================
 
@@ -47,7 +48,7 @@ def _why(exc):
 
 OPERATIONS = (
     "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "scale_rows", "eigh",
-    "svd", "randomized_svd", "qr_r", "cholesky", "sparse_spd",
+    "svd", "randomized_svd", "qr_r", "cholesky", "solve_triangular", "sparse_spd",
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.

@@ -19,18 +19,36 @@ class CholeskyFactor:
         self.L = L
         self._what = what
 
+    @property
+    def lower(self):
+        """An array whose lower triangle is L (the strict upper one is unspecified)."""
+        return self.L
+
     def solve(self, B):
         return sla.cho_solve((self.L, True), B, check_finite=False)
 
     def logdet(self):
         return 2.0 * float(np.sum(np.log(np.diag(self.L))))
 
-    def inverse(self):
+    def _potri(self, overwrite):
         potri = sla.get_lapack_funcs("potri", (self.L,))
-        inv, info = potri(self.L, lower=True)
+        inv, info = potri(self.L, lower=True, overwrite_c=overwrite)
         if info != 0:
             raise np.linalg.LinAlgError(f"potri failed on the {self._what} (info={info}).")
+        return inv
+
+    def inverse(self):
+        inv = self._potri(False)
         return np.tril(inv) + np.tril(inv, -1).T
+
+    def half_inverse(self):
+        """P with ``P + Pᵀ = A⁻¹`` (a triangle of A⁻¹, diagonal halved), C-contiguous,
+        computed in place: the factor is unusable afterwards. ``tr(A⁻¹ B) =
+        2·vdot(P, B)`` for a symmetric B, without forming the full inverse."""
+        P = np.tril(self._potri(True))
+        P[np.diag_indices_from(P)] *= 0.5
+        self.L = None
+        return np.ascontiguousarray(P)
 
 
 class SparseSPDFactor:
@@ -164,8 +182,17 @@ class CPUBackend:
         signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
         return R * signs[:, None]
 
-    def cholesky(self, A, *, what="matrix"):
-        L, info = sla.lapack.get_lapack_funcs("potrf", (A,))(A, lower=True, clean=True)
+    def solve_triangular(self, L, B):
+        """``L⁻¹ B`` for a lower-triangular L (only its lower triangle is read)."""
+        return sla.solve_triangular(L, B, lower=True, check_finite=False)
+
+    def cholesky(self, A, *, what="matrix", overwrite=False):
+        """Factor of the SPD ``A``; ``overwrite=True`` may reuse A's memory (A must
+        then be symmetric, contiguous, and not used again by the caller)."""
+        if overwrite and A.flags.c_contiguous:
+            A = A.T  # the same symmetric matrix, Fortran-ordered: LAPACK works in place
+        potrf = sla.lapack.get_lapack_funcs("potrf", (A,))
+        L, info = potrf(A, lower=True, clean=True, overwrite_a=overwrite)
         if info > 0:
             raise not_positive_definite(what, f"leading minor of order {info} is not positive")
         if info < 0:

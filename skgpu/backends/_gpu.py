@@ -81,9 +81,15 @@ def _workspace(lwork, dtype):
     return cp.empty(max(int(lwork), 1), dtype=dtype)
 
 
-def _potrf(A):
-    """Lower Cholesky factor of ``A`` in a new Fortran-ordered buffer, and devInfo."""
-    F = cp.array(A, order="F", copy=True)
+def _potrf(A, overwrite=False):
+    """Lower Cholesky factor of ``A`` in a Fortran-ordered buffer, and devInfo. With
+    ``overwrite`` a contiguous symmetric ``A`` is factored in its own memory."""
+    if overwrite and A.flags.c_contiguous:
+        F = A.T  # the same symmetric matrix, Fortran-ordered
+    elif overwrite and A.flags.f_contiguous:
+        F = A
+    else:
+        F = cp.array(A, order="F", copy=True)
     n = F.shape[0]
     handle = _solver_handle()
     lwork = _routine(F.dtype, "potrf_buffer_size")(handle, _LOWER, n, F.data.ptr, n)
@@ -135,6 +141,11 @@ class GPUCholeskyFactor:
     def L(self):
         return cp.tril(self._F)
 
+    @property
+    def lower(self):
+        """An array whose lower triangle is L (the strict upper one is unspecified)."""
+        return self._F
+
     def solve(self, B):
         B = to_cupy(B)
         one_d = B.ndim == 1
@@ -151,7 +162,21 @@ class GPUCholeskyFactor:
         return 2.0 * float(cp.log(cp.diag(self._F)).sum())
 
     def inverse(self):
-        F = self._F.copy(order="F")
+        F = self._potri(self._F.copy(order="F"))
+        lower = cp.tril(F)
+        return lower + cp.tril(F, -1).T
+
+    def half_inverse(self):
+        """P with ``P + Pᵀ = A⁻¹`` (a triangle of A⁻¹, diagonal halved), C-contiguous,
+        computed in place in the factor's memory (no n × n temporary): the factor is
+        unusable afterwards. ``tr(A⁻¹ B) = 2·vdot(P, B)`` for a symmetric B."""
+        F = self._potri(self._F)
+        self._F = None
+        P = F.T  # C-contiguous view; the inverse's lower (column-major) triangle is its upper
+        _keep_upper_halve_diagonal(P.shape[0], P)
+        return P
+
+    def _potri(self, F):
         n = F.shape[0]
         handle = _solver_handle()
         lwork = _routine(F.dtype, "potri_buffer_size")(handle, _LOWER, n, F.data.ptr, n)
@@ -160,8 +185,17 @@ class GPUCholeskyFactor:
         _routine(F.dtype, "potri")(handle, _LOWER, n, F.data.ptr, n, work.data.ptr, lwork,
                                    info.data.ptr)
         _check_info(info, "potri")
-        lower = cp.tril(F)
-        return lower + cp.tril(F, -1).T
+        return F
+
+
+_keep_upper_halve_diagonal = cp.ElementwiseKernel(
+    "int64 n", "T p",
+    """
+    long long r = i / n, c = i % n;
+    if (c < r) { p = 0; } else if (c == r) { p = p * 0.5; }
+    """,
+    "skgpu_keep_upper_halve_diagonal",
+)
 
 
 def _cudss_threading_layer():
@@ -556,8 +590,16 @@ class GPUBackend:
             return Vt[:k].T, s[:k], U[:, :k].T
         return U[:, :k], s[:k], Vt[:k]
 
-    def cholesky(self, A, *, what="matrix"):
-        F, info = _potrf(self.asarray(A))
+    def solve_triangular(self, L, B):
+        """``L⁻¹ B`` for a lower-triangular L (cuBLAS trsm; only the lower triangle is
+        read, so a factor's buffer can be passed as it is)."""
+        from cupyx.scipy.linalg import solve_triangular
+
+        return solve_triangular(L, self.asarray(B), lower=True, overwrite_b=False,
+                                check_finite=False)
+
+    def cholesky(self, A, *, what="matrix", overwrite=False):
+        F, info = _potrf(self.asarray(A), overwrite=overwrite)
         if info > 0:
             raise not_positive_definite(what, f"leading minor of order {info} is not positive")
         if info < 0:

@@ -1,0 +1,5 @@
+"""Gaussian process regression on the GPU (dense Cholesky)."""
+
+from ._gpr import GaussianProcessRegressor
+
+__all__ = ["GaussianProcessRegressor"]

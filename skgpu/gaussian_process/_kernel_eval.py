@@ -1,0 +1,268 @@
+"""scikit-learn kernels evaluated on a backend, with their gradients one at a time.
+
+``evaluate(ops, kernel, X, Y, eval_gradient)`` returns a :class:`_Term` for K and, with
+``eval_gradient``, a list of thunks, one per entry of ``kernel.theta``, each returning
+``dK/dθ_j`` as a :class:`_Term`. Nothing ever holds the n × n × n_params tensor
+scikit-learn builds: the log-marginal-likelihood gradient contracts each ``dK/dθ_j`` as it
+is produced.
+
+Terms keep structure: a constant (``c·11ᵀ``), a diagonal (``diag(v)``, only for K(X, X))
+or a full matrix, so that ConstantKernel and WhiteKernel cost nothing n × n.
+
+Supported exactly as scikit-learn computes them: RBF (isotropic and ARD), Matern
+(nu 0.5, 1.5, 2.5, inf; isotropic and ARD), RationalQuadratic, ExpSineSquared,
+DotProduct, WhiteKernel, ConstantKernel, and Sum / Product / Exponentiation of those.
+Any other kernel is evaluated by scikit-learn on the host and moved (see
+:func:`unsupported_reason`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.gaussian_process import kernels as skk
+
+
+class _Term:
+    """``kind`` is 'const' (value: float), 'diag' (value: vector) or 'full' (matrix).
+
+    ``owned`` marks a full matrix that no gradient thunk refers to, so it may be
+    updated in place (the results of sums and products are; a base kernel's are not).
+    """
+
+    __slots__ = ("kind", "value", "owned")
+
+    def __init__(self, kind, value, owned=False):
+        self.kind, self.value, self.owned = kind, value, owned
+
+    def full(self, xp, shape):
+        """A dense matrix that may be modified in place (a copy unless owned)."""
+        if self.kind == "full":
+            return self.value if self.owned else self.value.copy()
+        out = xp.full(shape, self.value if self.kind == "const" else 0.0, dtype=np.float64)
+        if self.kind == "diag":
+            _diag_add(xp, out, self.value)
+        return out
+
+
+def _diag_add(xp, M, v):
+    n = min(M.shape)
+    idx = xp.arange(n)
+    M[idx, idx] += v
+
+
+def _add(a, b, xp):
+    if a.kind == b.kind and a.kind in ("const", "diag"):
+        return _Term(a.kind, a.value + b.value)
+    if a.kind == "full" and b.kind == "full":
+        return _Term("full", a.value + b.value, owned=True)
+    if "full" in (a.kind, b.kind):
+        f, o = (a, b) if a.kind == "full" else (b, a)
+        if o.kind == "const":
+            return _Term("full", f.value + o.value, owned=True)
+        out = f.full(xp, f.value.shape)
+        _diag_add(xp, out, o.value)
+        return _Term("full", out, owned=True)
+    c, d = (a, b) if a.kind == "const" else (b, a)
+    n = d.value.shape[0]
+    out = xp.full((n, n), c.value, dtype=np.float64)
+    _diag_add(xp, out, d.value)
+    return _Term("full", out, owned=True)
+
+
+def _mul(a, b, xp):
+    if a.kind == "const" and b.kind == "const":
+        return _Term("const", a.value * b.value)
+    if a.kind == "const" or b.kind == "const":
+        c, o = (a, b) if a.kind == "const" else (b, a)
+        return _Term(o.kind, o.value * c.value, owned=True)
+    if a.kind == "diag" or b.kind == "diag":
+        d, o = (a, b) if a.kind == "diag" else (b, a)
+        other = o.value if o.kind == "diag" else xp.diagonal(o.value)
+        return _Term("diag", d.value * other)
+    return _Term("full", a.value * b.value, owned=True)
+
+
+SUPPORTED = (skk.Sum, skk.Product, skk.Exponentiation, skk.ConstantKernel, skk.WhiteKernel,
+             skk.RBF, skk.Matern, skk.RationalQuadratic, skk.ExpSineSquared, skk.DotProduct)
+
+
+def unsupported_reason(kernel):
+    """None if ``kernel`` is evaluated on the backend, else why it goes to scikit-learn."""
+    t = type(kernel)
+    if t in (skk.Sum, skk.Product):
+        return unsupported_reason(kernel.k1) or unsupported_reason(kernel.k2)
+    if t is skk.Exponentiation:
+        return unsupported_reason(kernel.kernel)
+    if t not in SUPPORTED:
+        return f"{t.__name__} is evaluated by scikit-learn on the host"
+    if t is skk.Matern and kernel.nu not in (0.5, 1.5, 2.5, np.inf):
+        return f"Matern(nu={kernel.nu}) is evaluated by scikit-learn on the host"
+    if t is skk.ConstantKernel and np.ndim(kernel.constant_value) != 0:
+        return "a ConstantKernel with an array value is evaluated by scikit-learn"
+    if t is skk.WhiteKernel and np.ndim(kernel.noise_level) != 0:
+        return "a WhiteKernel with an array noise level is evaluated by scikit-learn"
+    return None
+
+
+def _sq_diffs(xp, X, Y, d, scale=1.0):
+    """((X[:, d] - Y[:, d]) / scale)² as an n × m matrix (exact differences)."""
+    diff = X[:, d][:, None] - Y[:, d][None, :]
+    if scale != 1.0:
+        diff /= scale
+    diff *= diff
+    return diff
+
+
+def _sq_dist(xp, X, Y, scales=None):
+    """Σ_d ((x_d - y_d) / l_d)², by exact differences as scipy's cdist does."""
+    D = None
+    for d in range(X.shape[1]):
+        s = 1.0 if scales is None else float(scales[d])
+        part = _sq_diffs(xp, X, Y, d, s)
+        if D is None:
+            D = part
+        else:
+            D += part
+    return D
+
+
+def _length_scales(kernel, X):
+    ls = np.atleast_1d(np.asarray(kernel.length_scale, dtype=np.float64))
+    if ls.size > 1 and ls.size != X.shape[1]:
+        raise ValueError(
+            "Anisotropic kernel must have the same number of dimensions as data "
+            f"({ls.size}!={X.shape[1]})"
+        )
+    return ls
+
+
+def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
+    """K(X, Y) (Y None: K(X, X)) as a term, and gradient thunks if asked."""
+    xp = ops.xp
+    t = type(kernel)
+    symmetric = Y is None
+    Yv = X if symmetric else Y
+    grads = []
+
+    if t is skk.Sum:
+        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient)
+        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient)
+        return _add(K1, K2, xp), g1 + g2
+    if t is skk.Product:
+        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient)
+        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient)
+        grads = [(lambda g=g: _mul(g(), K2, xp)) for g in g1]
+        grads += [(lambda g=g: _mul(K1, g(), xp)) for g in g2]
+        return _mul(K1, K2, xp), grads
+    if t is skk.Exponentiation:
+        K1, g1 = evaluate(ops, kernel.kernel, X, Y, eval_gradient)
+        e = float(kernel.exponent)
+        K = _Term(K1.kind, K1.value**e, owned=True)
+        if g1:
+            factor = _Term(K1.kind, e * K1.value ** (e - 1))
+            grads = [(lambda g=g: _mul(g(), factor, xp)) for g in g1]
+        return K, grads
+    if t is skk.ConstantKernel:
+        c = float(kernel.constant_value)
+        if eval_gradient and not kernel.hyperparameter_constant_value.fixed:
+            grads = [lambda: _Term("const", c)]
+        return _Term("const", c), grads
+    if t is skk.WhiteKernel:
+        noise = float(kernel.noise_level)
+        if not symmetric:
+            return _Term("const", 0.0), []
+        n = X.shape[0]
+        if eval_gradient and not kernel.hyperparameter_noise_level.fixed:
+            grads = [lambda: _Term("diag", xp.full(n, noise, dtype=np.float64))]
+        return _Term("diag", xp.full(n, noise, dtype=np.float64)), grads
+    if t is skk.DotProduct:
+        s2 = float(kernel.sigma_0) ** 2
+        K = ops.matmul(X, xp.ascontiguousarray(Yv.T)) + s2
+        if eval_gradient and not kernel.hyperparameter_sigma_0.fixed:
+            grads = [lambda: _Term("const", 2.0 * s2)]
+        return _Term("full", K, owned=True), grads
+
+    if t in (skk.RBF, skk.Matern):
+        ls = _length_scales(kernel, X)
+        ard = ls.size > 1
+        nu = np.inf if t is skk.RBF else float(kernel.nu)
+        r2 = _sq_dist(xp, X, Yv, ls if ard else np.full(X.shape[1], ls[0]))
+        if symmetric:
+            r2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
+        if nu == np.inf:
+            K = xp.exp(-0.5 * r2)
+        else:
+            r = xp.sqrt(r2)
+            if nu == 0.5:
+                K = xp.exp(-r)
+            elif nu == 1.5:
+                K = r * np.sqrt(3.0)
+                K = (1.0 + K) * xp.exp(-K)
+            else:
+                K = r * np.sqrt(5.0)
+                K = (1.0 + K + K * K / 3.0) * xp.exp(-K)
+        fixed = kernel.hyperparameter_length_scale.fixed
+        if eval_gradient and not fixed:
+            if nu == np.inf:
+                common = K
+            elif nu == 0.5:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    common = xp.where(r > 0, K / xp.where(r > 0, r, 1.0), 0.0)
+            elif nu == 1.5:
+                common = 3.0 * xp.exp(-np.sqrt(3.0) * r)
+            else:
+                sr = np.sqrt(5.0) * r
+                common = 5.0 / 3.0 * (sr + 1.0) * xp.exp(-sr)
+            if ard:
+                grads = [(lambda d=d: _Term("full", common * _sq_diffs(xp, X, Yv, d, ls[d])))
+                         for d in range(X.shape[1])]
+            else:
+                grads = [lambda: _Term("full", common * r2)]
+        return _Term("full", K, owned=not grads), grads
+
+    if t is skk.RationalQuadratic:
+        if np.iterable(kernel.length_scale) and np.size(kernel.length_scale) > 1:
+            raise AttributeError(
+                "RationalQuadratic kernel only supports isotropic version, please use a "
+                "single scalar for length_scale"
+            )
+        ls, a = float(np.ravel(kernel.length_scale)[0]), float(kernel.alpha)
+        d2 = _sq_dist(xp, X, Yv)
+        if symmetric:
+            d2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
+        base = 1.0 + d2 / (2.0 * a * ls**2)
+        K = base**-a
+        if eval_gradient:  # theta order: alpha, then length_scale
+            if not kernel.hyperparameter_alpha.fixed:
+                grads.append(lambda: _Term(
+                    "full", K * (-a * xp.log(base) + d2 / (2.0 * ls**2 * base))))
+            if not kernel.hyperparameter_length_scale.fixed:
+                grads.append(lambda: _Term("full", d2 * K / (ls**2 * base)))
+        return _Term("full", K, owned=not grads), grads
+
+    if t is skk.ExpSineSquared:
+        ls, p = float(kernel.length_scale), float(kernel.periodicity)
+        d2 = _sq_dist(xp, X, Yv)
+        if symmetric:
+            d2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
+        arg = (np.pi / p) * xp.sqrt(d2)
+        del d2
+        sin_arg = xp.sin(arg)
+        K = xp.exp(-2.0 * (sin_arg / ls) ** 2)
+        if eval_gradient:
+            if not kernel.hyperparameter_length_scale.fixed:
+                grads.append(lambda: _Term("full", 4.0 / ls**2 * sin_arg**2 * K))
+            if not kernel.hyperparameter_periodicity.fixed:
+                grads.append(lambda: _Term(
+                    "full", 4.0 / ls**2 * arg * xp.cos(arg) * sin_arg * K))
+        return _Term("full", K, owned=not grads), grads
+
+    # Anything else: scikit-learn on the host, moved to the backend.
+    Xh, Yh = ops.to_host(X), None if symmetric else ops.to_host(Y)
+    if eval_gradient:
+        K, G = kernel(Xh, Yh, eval_gradient=True)
+        grads = [(lambda j=j: _Term("full", ops.asarray(np.ascontiguousarray(G[:, :, j]))))
+                 for j in range(G.shape[2])]
+    else:
+        K = kernel(Xh, Yh)
+    return _Term("full", ops.asarray(np.asarray(K, dtype=np.float64)), owned=True), grads
