@@ -165,7 +165,7 @@ class GaussianProcessRegressor(_SkGPR):
     >>> gpr = GaussianProcessRegressor(RBF() + WhiteKernel(1e-3), random_state=0).fit(X, y)
     >>> mean, std = gpr.predict(np.array([[2.5]]), return_std=True)
     >>> print(np.round(mean, 3))
-    [0.598]
+    [0.599]
     """
 
     def _validate(self, X, y="no_validation", reset=True):

@@ -367,7 +367,7 @@ default='auto'
     >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 1.0]])
     >>> y = np.array([0.0, 1.0, 2.0, 3.5])
     >>> Ridge(alpha=0.1).fit(X, y).coef_.round(4)
-    array([1.1058, 0.8558])
+    array([1.2298, 0.8266])
     """
 
     def _backend_solver(self, X):
