@@ -97,6 +97,7 @@ class _FitResult:
     L: np.ndarray
     alpha: np.ndarray
     device_state: tuple  # (backend name, X, lower factor, alpha) on that backend
+    n_evaluations: int = 0
 
 
 class GaussianProcessRegressor(_SkGPR):
@@ -253,6 +254,7 @@ class GaussianProcessRegressor(_SkGPR):
         self.L_ = result.L
         self.alpha_ = result.alpha.reshape(y_train.shape)
         self._fit_alpha = alpha
+        self._n_lml_evaluations = result.n_evaluations
         self._device_cache = {"state": result.device_state}
         self.backend_ = backend.name
         return self
@@ -305,7 +307,8 @@ class GaussianProcessRegressor(_SkGPR):
         L = np.tril(ops.to_host(factor.lower))
         state = (ops.name, lml.X, factor.lower, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=L,
-                          alpha=ops.to_host(alpha_dev), device_state=state)
+                          alpha=ops.to_host(alpha_dev), device_state=state,
+                          n_evaluations=lml.n_evaluations)
 
     def _state_on(self, ops):
         """(X_train, lower factor, alpha) on ``ops``, cached after the fit."""
