@@ -169,6 +169,24 @@ def bench_gpytorch(n, results, repeats):
     torch.cuda.empty_cache()
 
 
+def large_n(n, results):
+    import cupy as cp
+
+    cp.get_default_memory_pool().free_all_blocks()
+    X, y = make_data(n)
+    row = {"case": f"n={n}: one LML + gradient evaluation and the final factorisation "
+                   "(optimizer=None) on the GPU"}
+    with PeakGPUMemory() as mem:
+        start = time.perf_counter()
+        gpr = GaussianProcessRegressor(kernel(), optimizer=None).fit(X, y)
+        gpr.log_marginal_likelihood(theta_probe(), eval_gradient=True)
+        sync()
+        row["skgpu_gpu_s"] = time.perf_counter() - start
+    row["peak_gpu_bytes"] = mem.bytes
+    row["backend"] = gpr.backend_
+    results.append(row)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -177,42 +195,40 @@ def main():
                         help="also time scikit-learn's whole fit at n=3000 (minutes)")
     args = parser.parse_args()
     results = []
-    if args.quick:
-        bench_lml(500, results, "cpu", 3, True)
-        bench_fit(300, results, "cpu")
-    else:
-        small = bench_lml(3000, results, "gpu", 5, True)
-        bench_lml(2000, results, "cpu", 3, True)
-        bench_fit(3000, results, "gpu", sklearn_per_eval=small["sklearn_cpu"]["median_s"])
-        if args.sklearn_fit:
-            bench_sklearn_fit(3000, results)
-        bench_lml(20000, results, "gpu", 3, False)
-        gpr = bench_fit(20000, results, "gpu")
-        bench_predict(gpr, 100_000, results, 3)
-        del gpr
-        bench_gpytorch(20000, results, 3)
-        if GPU:
-            import cupy as cp
+    state = {}
 
-            cp.get_default_memory_pool().free_all_blocks()
-            X, y = make_data(50000)
-            row = {"case": "n=50,000: one LML + gradient evaluation and the final "
-                           "factorisation (optimizer=None) on the GPU"}
-            with PeakGPUMemory() as mem:
-                start = time.perf_counter()
-                gpr = GaussianProcessRegressor(kernel(), optimizer=None).fit(X, y)
-                gpr.log_marginal_likelihood(theta_probe(), eval_gradient=True)
-                sync()
-                row["skgpu_gpu_s"] = time.perf_counter() - start
-            row["peak_gpu_bytes"] = mem.bytes
-            row["backend"] = gpr.backend_
-            results.append(row)
+    def fit_large():
+        state["gpr"] = bench_fit(20000, results, "gpu")
+
+    if args.quick:
+        cases = [lambda: bench_lml(500, results, "cpu", 3, True),
+                 lambda: bench_fit(300, results, "cpu")]
+    else:
+        cases = [
+            lambda: state.update(small=bench_lml(3000, results, "gpu", 5, True)),
+            lambda: bench_lml(2000, results, "cpu", 3, True),
+            lambda: bench_fit(3000, results, "gpu",
+                              sklearn_per_eval=state["small"]["sklearn_cpu"]["median_s"]),
+            lambda: bench_sklearn_fit(3000, results) if args.sklearn_fit else None,
+            lambda: bench_lml(20000, results, "gpu", 3, False),
+            fit_large,
+            lambda: bench_predict(state.pop("gpr"), 100_000, results, 3),
+            lambda: bench_gpytorch(20000, results, 3),
+            lambda: large_n(50000, results),
+        ]
     doc = {"machine": machine(), "results": results}
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    for case in cases:
+        try:
+            case()
+        except Exception as exc:  # record and go on: one failure must not hide the rest
+            import traceback
+
+            results.append({"case": "error", "error": traceback.format_exc()[-2000:]})
+            print(f"case failed: {exc!r}", file=sys.stderr)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(doc, f, indent=1)
+    print(json.dumps(doc, indent=1))
 
 
 if __name__ == "__main__":

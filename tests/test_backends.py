@@ -211,6 +211,27 @@ def test_cholesky(ops, rng, dtype, n):
     assert_allclose_rel(fac.inverse(), np.linalg.inv(A64), 1e3 * t)
 
 
+@pytest.mark.parametrize("route", ["potri", "trtri"])
+def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route):
+    if route == "trtri":
+        if not ops.is_gpu:
+            pytest.skip("the trtri route is the GPU's answer to potri's 32-bit limit")
+        from skgpu.backends import _gpu
+
+        monkeypatch.setattr(_gpu, "_POTRI_MAX_ELEMENTS", 100)
+    n = 60
+    A = make_spd(rng, n, np.float64)
+    B = rng.standard_normal((n, n))
+    B = B + B.T
+    fac = ops.cholesky(ops.asarray(A.copy()), what="test matrix", overwrite=True)
+    P = fac.half_inverse()
+    assert P.flags.c_contiguous
+    P = to_host(P)
+    inv = np.linalg.inv(A)
+    assert_allclose_rel(P + P.T, inv, 1e-10)
+    assert 2 * float(np.vdot(P, B)) == pytest.approx(np.trace(inv @ B), rel=1e-10)
+
+
 def test_cholesky_not_positive_definite(ops):
     A = np.diag([1.0, -1.0, 2.0])
     with pytest.raises(np.linalg.LinAlgError, match="kernel matrix is not positive definite"):

@@ -29,6 +29,8 @@ from ._common import not_positive_definite
 logger = logging.getLogger("skgpu")
 _nvmath_logger = logging.getLogger("skgpu.nvmath")
 
+#: cuSOLVER's 32-bit potri fails with INVALID_VALUE from 2³¹ matrix elements on.
+_POTRI_MAX_ELEMENTS = 2**31
 _LOWER = 0  # cublasFillMode_t CUBLAS_FILL_MODE_LOWER (column-major lower triangle)
 _VECTOR = 1  # cusolverEigMode_t CUSOLVER_EIG_MODE_VECTOR
 _RANGE_I = 1002  # cusolverEigRange_t CUSOLVER_EIG_RANGE_I
@@ -169,11 +171,25 @@ class GPUCholeskyFactor:
     def half_inverse(self):
         """P with ``P + Pᵀ = A⁻¹`` (a triangle of A⁻¹, diagonal halved), C-contiguous,
         computed in place in the factor's memory (no n × n temporary): the factor is
-        unusable afterwards. ``tr(A⁻¹ B) = 2·vdot(P, B)`` for a symmetric B."""
-        F = self._potri(self._F)
-        self._F = None
-        P = F.T  # C-contiguous view; the inverse's lower (column-major) triangle is its upper
-        _keep_upper_halve_diagonal(P.shape[0], P)
+        unusable afterwards. ``tr(A⁻¹ B) = 2·vdot(P, B)`` for a symmetric B.
+
+        From 2³¹ elements on cuSOLVER's potri (and trtri) fail with INVALID_VALUE, so
+        there ``L⁻¹`` comes from trsm on the identity and ``A⁻¹ = L⁻ᵀL⁻¹`` from one GEMM
+        (one n × n temporary).
+        """
+        F, self._F = self._F, None
+        n = F.shape[0]
+        if n * n < _POTRI_MAX_ELEMENTS:
+            P = self._potri(F).T  # C-contiguous view: the column-major lower triangle
+            _keep_upper_halve_diagonal(n, P)
+            return P
+        from . import get_backend
+
+        W = _lower_inverse(F).T  # C-contiguous view of L⁻ᵀ, upper triangular
+        del F
+        P = get_backend("gpu").matmul(W, W.T)  # L⁻ᵀ L⁻¹
+        del W
+        _keep_upper_halve_diagonal(n, P)
         return P
 
     def _potri(self, F):
@@ -186,6 +202,18 @@ class GPUCholeskyFactor:
                                    info.data.ptr)
         _check_info(info, "potri")
         return F
+
+
+def _lower_inverse(F):
+    """L⁻¹ (Fortran-ordered) for the lower triangle of the Fortran-ordered ``F``, by
+    cuBLAS trsm on the identity; cuSOLVER's trtri and potri both fail (INVALID_VALUE)
+    from 2³¹ elements on."""
+    from cupyx.scipy.linalg import solve_triangular
+
+    n = F.shape[0]
+    eye = cp.zeros((n, n), dtype=F.dtype, order="F")
+    eye[cp.arange(n), cp.arange(n)] = 1.0
+    return solve_triangular(F, eye, lower=True, overwrite_b=True, check_finite=False)
 
 
 _keep_upper_halve_diagonal = cp.ElementwiseKernel(

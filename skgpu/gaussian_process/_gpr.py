@@ -74,8 +74,26 @@ class _LogMarginalLikelihood:
         del factor
         col_sums = a.sum(axis=0)
         grad = np.empty(len(grads))
+        weights = {}  # for 'sqdiff' terms: ½ααᵀ - T·P, then C ∘ that per distinct C
+        ones = xp.ones(n)
         for j, thunk in enumerate(grads):
             term = thunk()
+            if term.kind == "sqdiff":
+                # Σ_ik (½A - T·P)_ik · s·C_ik (x_i - x_k)² with G = C ∘ (½A - T·P):
+                # = s·(Σ_i x_i² (G1 + Gᵀ1)_i - 2 xᵀ G x); one GEMV per input dimension.
+                C, x, scale = term.value
+                if "B" not in weights:
+                    B = ops.matmul(a, xp.ascontiguousarray(a.T))
+                    B *= 0.5
+                    B -= n_targets * P
+                    weights["B"] = B
+                key = id(C)
+                if key not in weights:
+                    G = C * weights["B"]
+                    weights[key] = (G, G @ ones + ones @ G)
+                G, r = weights[key]
+                grad[j] = scale * (float(x @ (x * r)) - 2.0 * float(x @ (G @ x)))
+                continue
             if term.kind == "full":
                 quad = float(xp.vdot(a, ops.matmul(term.value, a)))
                 trace = 2.0 * float(xp.vdot(P, term.value))
@@ -87,6 +105,7 @@ class _LogMarginalLikelihood:
                 trace = 2.0 * float(term.value @ xp.diagonal(P))
             grad[j] = 0.5 * quad - 0.5 * n_targets * trace
             del term
+        weights.clear()
         return lml, grad
 
 

@@ -23,7 +23,10 @@ from sklearn.gaussian_process import kernels as skk
 
 
 class _Term:
-    """``kind`` is 'const' (value: float), 'diag' (value: vector) or 'full' (matrix).
+    """``kind`` is 'const' (value: float), 'diag' (value: vector), 'full' (matrix) or
+    'sqdiff' (value: ``(C, x, s)``, the matrix ``s·C ∘ (x_i - x_k)²``: the gradient of
+    an ARD kernel along one input dimension, kept factored so that the likelihood
+    gradient can contract all dimensions with one weighted matrix and a GEMV each).
 
     ``owned`` marks a full matrix that no gradient thunk refers to, so it may be
     updated in place (the results of sums and products are; a base kernel's are not).
@@ -38,6 +41,12 @@ class _Term:
         """A dense matrix that may be modified in place (a copy unless owned)."""
         if self.kind == "full":
             return self.value if self.owned else self.value.copy()
+        if self.kind == "sqdiff":
+            C, x, scale = self.value
+            diff = x[:, None] - x[None, :]
+            diff *= diff
+            diff *= C
+            return diff * scale if scale != 1.0 else diff
         out = xp.full(shape, self.value if self.kind == "const" else 0.0, dtype=np.float64)
         if self.kind == "diag":
             _diag_add(xp, out, self.value)
@@ -70,6 +79,14 @@ def _add(a, b, xp):
 
 
 def _mul(a, b, xp):
+    if "sqdiff" in (a.kind, b.kind):  # a gradient term times a kernel term
+        g, o = (a, b) if a.kind == "sqdiff" else (b, a)
+        C, x, scale = g.value
+        if o.kind == "const":
+            return _Term("sqdiff", (C, x, scale * o.value))
+        if o.kind == "diag":  # (x_i - x_i)² = 0 on the diagonal
+            return _Term("diag", xp.zeros(x.shape[0], dtype=np.float64))
+        return _Term("full", g.full(xp, None) * o.value, owned=True)
     if a.kind == "const" and b.kind == "const":
         return _Term("const", a.value * b.value)
     if a.kind == "const" or b.kind == "const":
@@ -104,25 +121,17 @@ def unsupported_reason(kernel):
     return None
 
 
-def _sq_diffs(xp, X, Y, d, scale=1.0):
-    """((X[:, d] - Y[:, d]) / scale)² as an n × m matrix (exact differences)."""
-    diff = X[:, d][:, None] - Y[:, d][None, :]
-    if scale != 1.0:
-        diff /= scale
-    diff *= diff
-    return diff
-
-
-def _sq_dist(xp, X, Y, scales=None):
-    """Σ_d ((x_d - y_d) / l_d)², by exact differences as scipy's cdist does."""
+def _sq_dist(xp, X, Y):
+    """Σ_d (x_d - y_d)² as an n × m matrix, by exact differences as scipy's cdist does
+    (no ‖x‖² + ‖y‖² - 2xᵀy cancellation)."""
     D = None
     for d in range(X.shape[1]):
-        s = 1.0 if scales is None else float(scales[d])
-        part = _sq_diffs(xp, X, Y, d, s)
+        diff = X[:, d][:, None] - Y[:, d][None, :]
+        diff *= diff
         if D is None:
-            D = part
+            D = diff
         else:
-            D += part
+            D += diff
     return D
 
 
@@ -186,7 +195,9 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
         ls = _length_scales(kernel, X)
         ard = ls.size > 1
         nu = np.inf if t is skk.RBF else float(kernel.nu)
-        r2 = _sq_dist(xp, X, Yv, ls if ard else np.full(X.shape[1], ls[0]))
+        scale = ops.asarray(ls if ard else np.full(X.shape[1], ls[0]))
+        Xs = X / scale
+        r2 = _sq_dist(xp, Xs, Xs if symmetric else Yv / scale)
         if symmetric:
             r2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
         if nu == np.inf:
@@ -214,7 +225,11 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
                 sr = np.sqrt(5.0) * r
                 common = 5.0 / 3.0 * (sr + 1.0) * xp.exp(-sr)
             if ard:
-                grads = [(lambda d=d: _Term("full", common * _sq_diffs(xp, X, Yv, d, ls[d])))
+                def column(d):
+                    x = Xs[:, d]
+                    return x - x.mean()  # only differences matter; centring keeps them exact
+
+                grads = [(lambda d=d: _Term("sqdiff", (common, column(d), 1.0)))
                          for d in range(X.shape[1])]
             else:
                 grads = [lambda: _Term("full", common * r2)]
