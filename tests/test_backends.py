@@ -211,15 +211,16 @@ def test_cholesky(ops, rng, dtype, n):
     assert_allclose_rel(fac.inverse(), np.linalg.inv(A64), 1e3 * t)
 
 
-@pytest.mark.parametrize("route", ["potri", "trtri"])
+@pytest.mark.parametrize("route", ["potri", "blocked"])
 def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route):
-    if route == "trtri":
+    if route == "blocked":
         if not ops.is_gpu:
-            pytest.skip("the trtri route is the GPU's answer to potri's 32-bit limit")
+            pytest.skip("the blocked inverse is the GPU's replacement for potri")
         from skgpu.backends import _gpu
 
-        monkeypatch.setattr(_gpu, "_POTRI_MAX_ELEMENTS", 100)
-    n = 60
+        monkeypatch.setattr(_gpu, "_BLOCKED_INVERSE_MIN", 10)
+        monkeypatch.setattr(_gpu, "_INVERSE_BLOCK", 7)  # several levels, uneven halves
+    n = 61
     A = make_spd(rng, n, np.float64)
     B = rng.standard_normal((n, n))
     B = B + B.T
@@ -230,6 +231,16 @@ def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route):
     inv = np.linalg.inv(A)
     assert_allclose_rel(P + P.T, inv, 1e-10)
     assert 2 * float(np.vdot(P, B)) == pytest.approx(np.trace(inv @ B), rel=1e-10)
+
+
+def test_sq_dist_matches_cdist(ops, rng):
+    from scipy.spatial.distance import cdist
+
+    X, Y = rng.standard_normal((37, 5)) * 3, rng.standard_normal((23, 5)) * 3
+    assert_allclose_rel(ops.sq_dist(ops.asarray(X), ops.asarray(Y)),
+                        cdist(X, Y, "sqeuclidean"), 1e-14)
+    D = to_host(ops.sq_dist(ops.asarray(X), ops.asarray(X)))
+    np.testing.assert_array_equal(np.diag(D), 0.0)
 
 
 def test_cholesky_not_positive_definite(ops):

@@ -13,6 +13,7 @@ operation            meaning
 ``matmul``           ``a @ b (+ bias)``: cuBLASLt with the BIAS epilog on the GPU
 ``spmm``             sparse @ dense
 ``scale_rows``       ``diag(s) @ X``, sparse kept sparse
+``sq_dist``          squared Euclidean distances by exact differences
 ``eigh``             all or the ``top`` largest eigenpairs, descending
 ``svd``              economy SVD (gesvdj on the GPU)
 ``randomized_svd``   Halko et al., scikit-learn's steps and random draws
@@ -47,8 +48,8 @@ def _why(exc):
 
 
 OPERATIONS = (
-    "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "scale_rows", "eigh",
-    "svd", "randomized_svd", "qr_r", "cholesky", "solve_triangular", "sparse_spd",
+    "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "scale_rows", "sq_dist",
+    "eigh", "svd", "randomized_svd", "qr_r", "cholesky", "solve_triangular", "sparse_spd",
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.

@@ -151,6 +151,19 @@ class CPUBackend:
     def spmm(self, A, B):
         return np.asarray(A @ B)
 
+    def sq_dist(self, X, Y):
+        """``D[i, j] = Σ_d (X[i, d] - Y[j, d])²`` by exact differences (scipy's cdist
+        arithmetic, not ‖x‖² + ‖y‖² - 2xᵀy)."""
+        D = None
+        for d in range(X.shape[1]):
+            diff = X[:, d][:, None] - Y[:, d][None, :]
+            diff *= diff
+            if D is None:
+                D = diff
+            else:
+                D += diff
+        return D
+
     def scale_rows(self, X, s):
         if sp.issparse(X):
             return sp.csr_matrix(sp.diags(s) @ X)

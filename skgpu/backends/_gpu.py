@@ -29,8 +29,10 @@ from ._common import not_positive_definite
 logger = logging.getLogger("skgpu")
 _nvmath_logger = logging.getLogger("skgpu.nvmath")
 
-#: cuSOLVER's 32-bit potri fails with INVALID_VALUE from 2³¹ matrix elements on.
-_POTRI_MAX_ELEMENTS = 2**31
+#: From this order on the inverse in ``half_inverse`` is blocked GEMMs, not potri.
+_BLOCKED_INVERSE_MIN = 4096
+#: Order of the diagonal blocks inverted by trsm in the blocked inverse.
+_INVERSE_BLOCK = 512
 _LOWER = 0  # cublasFillMode_t CUBLAS_FILL_MODE_LOWER (column-major lower triangle)
 _VECTOR = 1  # cusolverEigMode_t CUSOLVER_EIG_MODE_VECTOR
 _RANGE_I = 1002  # cusolverEigRange_t CUSOLVER_EIG_RANGE_I
@@ -169,26 +171,25 @@ class GPUCholeskyFactor:
         return lower + cp.tril(F, -1).T
 
     def half_inverse(self):
-        """P with ``P + Pᵀ = A⁻¹`` (a triangle of A⁻¹, diagonal halved), C-contiguous,
-        computed in place in the factor's memory (no n × n temporary): the factor is
-        unusable afterwards. ``tr(A⁻¹ B) = 2·vdot(P, B)`` for a symmetric B.
+        """P with ``P + Pᵀ = A⁻¹`` (a triangle of A⁻¹, diagonal halved), C-contiguous;
+        the factor is unusable afterwards. ``tr(A⁻¹ B) = 2·vdot(P, B)`` for a
+        symmetric B.
 
-        From 2³¹ elements on cuSOLVER's potri (and trtri) fail with INVALID_VALUE, so
-        there ``L⁻¹`` comes from trsm on the identity and ``A⁻¹ = L⁻ᵀL⁻¹`` from one GEMM
-        (one n × n temporary).
+        Small n: potri in place. From ``_BLOCKED_INVERSE_MIN`` on, a recursive blocked
+        inverse whose work is GEMMs (cuSOLVER's potri reaches ~15 TFLOP/s here, and it
+        and trtri fail with INVALID_VALUE from 2³¹ elements on): ``V = U⁻¹`` for
+        ``U = Lᵀ`` by halves (``[[A, B], [0, C]]⁻¹ = [[A⁻¹, -A⁻¹BC⁻¹], [0, C⁻¹]]``), then
+        the upper triangle of ``A⁻¹ = V Vᵀ`` by halves; 4n³/3 flops in all.
         """
         F, self._F = self._F, None
         n = F.shape[0]
-        if n * n < _POTRI_MAX_ELEMENTS:
+        if n < _BLOCKED_INVERSE_MIN:
             P = self._potri(F).T  # C-contiguous view: the column-major lower triangle
-            _keep_upper_halve_diagonal(n, P)
-            return P
-        from . import get_backend
-
-        W = _lower_inverse(F).T  # C-contiguous view of L⁻ᵀ, upper triangular
-        del F
-        P = get_backend("gpu").matmul(W, W.T)  # L⁻ᵀ L⁻¹
-        del W
+        else:
+            V = _upper_inverse(F.T)  # F.T is Lᵀ: upper triangle valid, C-ordered
+            del F
+            P = _upper_gram(V)
+            del V
         _keep_upper_halve_diagonal(n, P)
         return P
 
@@ -204,17 +205,48 @@ class GPUCholeskyFactor:
         return F
 
 
-def _lower_inverse(F):
-    """L⁻¹ (Fortran-ordered) for the lower triangle of the Fortran-ordered ``F``, by
-    cuBLAS trsm on the identity; cuSOLVER's trtri and potri both fail (INVALID_VALUE)
-    from 2³¹ elements on."""
+def _upper_inverse(U):
+    """Inverse of the upper triangle of ``U`` (a new C-ordered array, zero below)."""
     from cupyx.scipy.linalg import solve_triangular
 
-    n = F.shape[0]
-    eye = cp.zeros((n, n), dtype=F.dtype, order="F")
-    eye[cp.arange(n), cp.arange(n)] = 1.0
-    return solve_triangular(F, eye, lower=True, overwrite_b=True, check_finite=False)
+    n = U.shape[0]
+    if n <= _INVERSE_BLOCK:
+        inv = solve_triangular(U, cp.eye(n, dtype=U.dtype), lower=False, check_finite=False)
+        return cp.ascontiguousarray(inv)
+    k = n // 2
+    out = cp.zeros((n, n), dtype=U.dtype)
+    out[:k, :k] = _upper_inverse(U[:k, :k])
+    out[k:, k:] = _upper_inverse(U[k:, k:])
+    out[:k, k:] = -(out[:k, :k] @ (U[:k, k:] @ out[k:, k:]))
+    return out
 
+
+def _upper_gram(V):
+    """The upper triangle of ``V Vᵀ`` for an upper-triangular V (zero below); what lies
+    below the diagonal of the result is unspecified."""
+    n = V.shape[0]
+    if n <= _INVERSE_BLOCK:
+        return V @ V.T
+    k = n // 2
+    B = V[:k, k:]
+    out = cp.empty((n, n), dtype=V.dtype)
+    out[:k, :k] = _upper_gram(V[:k, :k])
+    out[:k, :k] += B @ B.T
+    out[:k, k:] = B @ V[k:, k:].T
+    out[k:, k:] = _upper_gram(V[k:, k:])
+    return out
+
+
+_sq_dist_kernel = cp.ElementwiseKernel(
+    "raw T X, raw T Y, int64 m, int64 d", "T out",
+    """
+    long long r = i / m, c = i % m;
+    T s = 0;
+    for (long long k = 0; k < d; ++k) { T t = X[r * d + k] - Y[c * d + k]; s += t * t; }
+    out = s;
+    """,
+    "skgpu_sq_dist",
+)
 
 _keep_upper_halve_diagonal = cp.ElementwiseKernel(
     "int64 n", "T p",
@@ -417,6 +449,14 @@ class GPUBackend:
 
     def spmm(self, A, B):
         return cp.asarray(A @ self.asarray(B))
+
+    def sq_dist(self, X, Y):
+        """``D[i, j] = Σ_d (X[i, d] - Y[j, d])²`` in one pass (exact differences)."""
+        X = cp.ascontiguousarray(self.asarray(X))
+        Y = cp.ascontiguousarray(self.asarray(Y, dtype=X.dtype))
+        out = cp.empty((X.shape[0], Y.shape[0]), dtype=X.dtype)
+        _sq_dist_kernel(X, Y, Y.shape[0], X.shape[1], out)
+        return out
 
     def scale_rows(self, X, s):
         if is_sparse(X):

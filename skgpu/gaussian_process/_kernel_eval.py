@@ -121,20 +121,6 @@ def unsupported_reason(kernel):
     return None
 
 
-def _sq_dist(xp, X, Y):
-    """Σ_d (x_d - y_d)² as an n × m matrix, by exact differences as scipy's cdist does
-    (no ‖x‖² + ‖y‖² - 2xᵀy cancellation)."""
-    D = None
-    for d in range(X.shape[1]):
-        diff = X[:, d][:, None] - Y[:, d][None, :]
-        diff *= diff
-        if D is None:
-            D = diff
-        else:
-            D += diff
-    return D
-
-
 def _length_scales(kernel, X):
     ls = np.atleast_1d(np.asarray(kernel.length_scale, dtype=np.float64))
     if ls.size > 1 and ls.size != X.shape[1]:
@@ -197,7 +183,7 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
         nu = np.inf if t is skk.RBF else float(kernel.nu)
         scale = ops.asarray(ls if ard else np.full(X.shape[1], ls[0]))
         Xs = X / scale
-        r2 = _sq_dist(xp, Xs, Xs if symmetric else Yv / scale)
+        r2 = ops.sq_dist(Xs, Xs if symmetric else Yv / scale)
         if symmetric:
             r2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
         if nu == np.inf:
@@ -242,7 +228,7 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
                 "single scalar for length_scale"
             )
         ls, a = float(np.ravel(kernel.length_scale)[0]), float(kernel.alpha)
-        d2 = _sq_dist(xp, X, Yv)
+        d2 = ops.sq_dist(X, Yv)
         if symmetric:
             d2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
         base = 1.0 + d2 / (2.0 * a * ls**2)
@@ -257,7 +243,7 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
 
     if t is skk.ExpSineSquared:
         ls, p = float(kernel.length_scale), float(kernel.periodicity)
-        d2 = _sq_dist(xp, X, Yv)
+        d2 = ops.sq_dist(X, Yv)
         if symmetric:
             d2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
         arg = (np.pi / p) * xp.sqrt(d2)
