@@ -74,25 +74,12 @@ class _LogMarginalLikelihood:
         del factor
         col_sums = a.sum(axis=0)
         grad = np.empty(len(grads))
-        weights = {}  # for 'sqdiff' terms: ½ααᵀ - T·P, then C ∘ that per distinct C
-        ones = xp.ones(n)
+        groups = {}  # 'sqdiff' terms by the matrix C they share: (C, [(j, x, scale)])
         for j, thunk in enumerate(grads):
             term = thunk()
             if term.kind == "sqdiff":
-                # Σ_ik (½A - T·P)_ik · s·C_ik (x_i - x_k)² with G = C ∘ (½A - T·P):
-                # = s·(Σ_i x_i² (G1 + Gᵀ1)_i - 2 xᵀ G x); one GEMV per input dimension.
                 C, x, scale = term.value
-                if "B" not in weights:
-                    B = ops.matmul(a, xp.ascontiguousarray(a.T))
-                    B *= 0.5
-                    B -= n_targets * P
-                    weights["B"] = B
-                key = id(C)
-                if key not in weights:
-                    G = C * weights["B"]
-                    weights[key] = (G, G @ ones + ones @ G)
-                G, r = weights[key]
-                grad[j] = scale * (float(x @ (x * r)) - 2.0 * float(x @ (G @ x)))
+                groups.setdefault(id(C), (C, []))[1].append((j, x, scale))
                 continue
             if term.kind == "full":
                 quad = float(xp.vdot(a, ops.matmul(term.value, a)))
@@ -105,7 +92,24 @@ class _LogMarginalLikelihood:
                 trace = 2.0 * float(term.value @ xp.diagonal(P))
             grad[j] = 0.5 * quad - 0.5 * n_targets * trace
             del term
-        weights.clear()
+        if groups:
+            # Σ_ik (½A - T·P)_ik · s·C_ik (x_i - x_k)² with A = ααᵀ and G = C ∘ (½A - T·P)
+            # is s·(Σ_i x_i² (G1 + Gᵀ1)_i - 2 xᵀGx): one weighted matrix per C, then a
+            # GEMM with all of its input dimensions at once.
+            B = ops.matmul(a, xp.ascontiguousarray(a.T))
+            B *= 0.5
+            B -= P if n_targets == 1 else n_targets * P
+            del P
+            ones = xp.ones(n)
+            for C, members in groups.values():
+                G = C * B
+                r = G @ ones + ones @ G
+                Xm = xp.stack([x for _, x, _ in members], axis=1)
+                S = ops.matmul(G, Xm)
+                del G
+                quad = ops.to_host((Xm * Xm).T @ r - 2.0 * (Xm * S).sum(axis=0))
+                for (j, _, scale), value in zip(members, quad):
+                    grad[j] = scale * float(value)
         return lml, grad
 
 
