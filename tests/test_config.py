@@ -41,5 +41,11 @@ def test_main_runs(capsys):
 
     assert main() == 0
     out = capsys.readouterr().out
-    assert "Demo: scikit-learn's digits data" in out
-    assert "PCA(16, covariance_eigh)" in out
+    assert "Demo on data bundled with scikit-learn" in out
+    for name in ("PCA(16, covariance_eigh)", "TruncatedSVD(16)", "RidgeCV(13 alphas, LOO)",
+                 "GaussianProcessRegressor"):
+        assert name in out
+    # every row's results agree with scikit-learn's
+    rows = [line.split(" | ") for line in out.splitlines() if line.count(" | ") == 7]
+    assert len(rows) == 6  # header and five estimators
+    assert all(float(row[-1]) < 1e-6 for row in rows[1:])
