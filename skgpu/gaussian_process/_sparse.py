@@ -228,13 +228,18 @@ class _Pattern:
 
     def __init__(self, ops, X_host, X, radius):
         rows, cols = neighbour_pairs(X_host, None, radius)
-        order = np.lexsort((cols, rows))
-        rows, cols = rows[order], cols[order]
         n = X_host.shape[0]
+        # CSR structure by SciPy's O(nnz) conversion; values are then computed in CSR
+        # order, so no permutation is ever applied to them.
+        S = sp.coo_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)),
+                          shape=(n, n)).tocsr()
+        S.sort_indices()
         self.radius = radius
         self.n = n
-        self.indptr = np.searchsorted(rows, np.arange(n + 1)).astype(np.int64)
-        self.indices = cols.astype(np.int64)
+        self.indptr = S.indptr.astype(np.int64)
+        self.indices = S.indices.astype(np.int64)
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+        cols = self.indices
         self.pairs = Pairs(ops, X, X, rows, cols, same=True)
         self.diagonal = ops.asarray(np.flatnonzero(rows == cols))
 

@@ -1,0 +1,129 @@
+"""Sparse GaussianProcessRegressor (tapered Matern, sparse Cholesky) on 2-D spatial data.
+
+Run on the GPU host:  python benchmarks/bench_sparse_gp.py --out results.json
+On a CPU-only machine: python benchmarks/bench_sparse_gp.py --quick
+Points uniform in the unit square, ~30 neighbours each within the taper range, kernel
+Tapered(ConstantKernel × Matern(nu=1.5)) + WhiteKernel. The sparse LML is checked against
+the dense path on a subset before times are reported.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _harness import GPU, machine, sync, timeit  # noqa: E402
+from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
+from sklearn.gaussian_process.kernels import Matern, WhiteKernel  # noqa: E402
+
+import skgpu  # noqa: E402
+from skgpu.backends import get_backend  # noqa: E402
+from skgpu.gaussian_process import GaussianProcessRegressor, _sparse  # noqa: E402
+from skgpu.gaussian_process.kernels import Tapered  # noqa: E402
+
+NEIGHBOURS = 30
+
+
+def make_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, 2))
+    scale = np.sqrt(n / 2000.0)  # features a few taper ranges wide at any n
+    y = (np.sin(25 * scale * X[:, 0]) * np.cos(20 * scale * X[:, 1])
+         + 0.1 * rng.standard_normal(n))
+    return X, y
+
+
+def kernel_for(n):
+    taper = np.sqrt(NEIGHBOURS / (np.pi * n))
+    return Tapered(C(1.0) * Matern(taper / 2, nu=1.5), taper_range=taper) + WhiteKernel(0.05)
+
+
+def check_against_dense(results):
+    X, y = make_data(2000)
+    kernel = kernel_for(2000)
+    params = dict(kernel=kernel, optimizer=None)
+    dense = GaussianProcessRegressor(cholesky="dense", **params).fit(X, y)
+    sparse = GaussianProcessRegressor(cholesky="sparse", **params).fit(X, y)
+    results.append({"case": "check: sparse vs dense path, n=2000",
+                    "lml_rel_diff": abs(sparse.log_marginal_likelihood_value_
+                                        - dense.log_marginal_likelihood_value_)
+                    / abs(dense.log_marginal_likelihood_value_)})
+
+
+def bench(n, device, results, repeats, full_fit):
+    ops = get_backend(device)
+    X, y = make_data(n)
+    kernel = kernel_for(n)
+    row = {"case": f"sparse GP, n={n}, ~{NEIGHBOURS} neighbours, tapered Matern 3/2",
+           "device": device}
+    with skgpu.config_context(device=device):
+        lml = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10)
+        radius = _sparse.support_radius(kernel)
+
+        def assemble():
+            lml.pattern = None
+            lml.factor = None
+            lml._ensure_pattern(radius)
+            return lml.kernel_matrix(kernel)
+
+        K, t = timeit(assemble, repeats)
+        row["assembly_pattern_and_values"] = t
+        row["nnz"] = int(K.nnz)
+        sync()
+        start = time.perf_counter()
+        lml(kernel)  # symbolic analysis + first factorisation
+        sync()
+        row["first_lml_with_analysis_s"] = time.perf_counter() - start
+        value, t = timeit(lambda: lml(kernel), repeats)
+        row["lml_refactor_solve_logdet"] = t
+        row["lml"] = value
+        _, t = timeit(lambda: lml(kernel, eval_gradient=True), max(1, repeats // 2))
+        row["lml_and_fd_gradient"] = t
+        if full_fit:
+            sync()
+            start = time.perf_counter()
+            gpr = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+            sync()
+            row["full_fit_s"] = time.perf_counter() - start
+            row["lml_evaluations"] = gpr._n_lml_evaluations
+            row["backend"] = gpr.backend_
+            Xq = np.random.default_rng(3).uniform(0, 1, (100_000, 2))
+            _, t = timeit(lambda: gpr.predict(Xq, return_std=True), 1)
+            row["predict_std_100k"] = t
+    results.append(row)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    results = []
+    check_against_dense(results)
+    if args.quick:
+        cases = [lambda: bench(20_000, "cpu", results, 2, False)]
+    else:
+        cases = [lambda: bench(400_000, "gpu", results, 3, True),
+                 lambda: bench(50_000, "cpu", results, 1, False)]
+    doc = {"machine": machine(), "results": results}
+    for case in cases:
+        try:
+            case()
+        except Exception:  # record and go on
+            import traceback
+
+            results.append({"case": "error", "error": traceback.format_exc()[-2000:]})
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(doc, f, indent=1)
+    print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()
