@@ -166,15 +166,24 @@ class PCA(_SkPCA):
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
+        Principal axes in feature space, sorted by decreasing explained variance.
     explained_variance_ : ndarray of shape (n_components,)
+        Variance explained by each selected component.
     explained_variance_ratio_ : ndarray of shape (n_components,)
+        Fraction of the total variance explained by each component.
     singular_values_ : ndarray of shape (n_components,)
+        Singular values of the selected components.
     mean_ : ndarray of shape (n_features,)
+        Per-feature empirical mean.
     n_components_ : int
+        Number of components kept.
     n_samples_ : int
+        Number of samples in the training data.
     noise_variance_ : float
+        Estimated noise covariance (probabilistic PCA model).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined only when X has string feature names.
     backend_ : {'gpu', 'cpu'}
         Where the last fit ran.

@@ -64,11 +64,17 @@ class TruncatedSVD(_SkTruncatedSVD):
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
+        Principal axes in feature space, sorted by decreasing explained variance.
     explained_variance_ : ndarray of shape (n_components,)
+        Variance explained by each selected component.
     explained_variance_ratio_ : ndarray of shape (n_components,)
+        Fraction of the total variance explained by each component.
     singular_values_ : ndarray of shape (n_components,)
+        Singular values of the selected components.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of features seen during fit; defined only when X has string feature names.
     backend_ : {'gpu', 'cpu'}
         Where the last fit ran.
 

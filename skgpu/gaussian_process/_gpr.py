@@ -176,7 +176,9 @@ class GaussianProcessRegressor(_SkGPR):
     Attributes
     ----------
     X_train_ : ndarray of shape (n_samples, n_features)
+        Training data (a copy unless ``copy_X_train=False``).
     y_train_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        Training targets (normalised when ``normalize_y=True``).
     kernel_ : kernel instance
         The kernel with the optimised hyperparameters.
     L_ : ndarray of shape (n_samples, n_samples) or None
@@ -186,8 +188,10 @@ class GaussianProcessRegressor(_SkGPR):
     alpha_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
         ``(K + alpha·I)⁻¹ y_train_``.
     log_marginal_likelihood_value_ : float
+        Log marginal likelihood of ``kernel_.theta``.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined only when X has string feature names.
     backend_ : {'gpu', 'cpu'}
         Where the last fit ran.

@@ -349,11 +349,14 @@ default='auto'
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Weight vector(s).
     intercept_ : float or ndarray of shape (n_targets,)
+        Independent term in the decision function (0.0 without an intercept).
     n_iter_ : None or ndarray of shape (n_targets,)
         Iterations of the iterative solvers; None for 'cholesky' and 'svd'.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined only when X has string feature names.
     solver_ : str
         The solver used.
@@ -633,11 +636,16 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
     cv_results_ : ndarray of shape (n_samples, n_alphas) or (n_samples, n_targets, n_alphas)
         Only with ``store_cv_results=True`` and ``cv=None``.
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Weight vector(s).
     intercept_ : float or ndarray of shape (n_targets,)
+        Independent term in the decision function (0.0 without an intercept).
     alpha_ : float or ndarray of shape (n_targets,)
+        The selected regularisation strength (one per target with alpha_per_target).
     best_score_ : float or ndarray of shape (n_targets,)
+        Score of the selected alpha (one per target with alpha_per_target).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined only when X has string feature names.
     backend_ : {'gpu', 'cpu'}
         Where the leave-one-out ran (with ``cv`` given: where the final Ridge ran).

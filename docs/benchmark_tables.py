@@ -1,0 +1,61 @@
+"""Render the committed benchmark JSON (benchmarks/results/*.json) as reStructuredText."""
+
+import json
+from pathlib import Path
+
+TITLE = "Benchmark results"
+
+
+def _fmt_seconds(value):
+    if value >= 1:
+        return f"{value:.2f} s"
+    return f"{value * 1e3:.1f} ms"
+
+
+def _table(rows):
+    """A list-table from rows of three cells."""
+    out = [".. list-table::", "   :header-rows: 1", "   :widths: 50 25 25", ""]
+    for row in [("measurement", "median (min–max)", "repeats")] + rows:
+        out.append(f"   * - {row[0]}")
+        out += [f"     - {cell}" for cell in row[1:]]
+    return out + [""]
+
+
+def render(results_dir):
+    lines = [TITLE, "=" * len(TITLE), "",
+             "Generated from the JSON files under ``benchmarks/results/`` (one run of each "
+             "script on the GPU host); ``benchmarks/README.md`` discusses them against the "
+             "targets. Times are medians after a warm-up with the device synchronised.", ""]
+    for path in sorted(Path(results_dir).glob("*.json")):
+        doc = json.loads(path.read_text())
+        title = path.stem.replace("_", " ")
+        lines += [title, "-" * len(title), ""]
+        machine = doc.get("machine", {})
+        described = ", ".join(f"{k}: {v}" for k, v in machine.items()
+                              if k in ("gpu", "cpu_count", "scikit-learn", "cupy",
+                                       "nvmath-python"))
+        lines += [f"Machine: {described}.", ""]
+        for result in doc.get("results", []):
+            case = result.get("case", "?")
+            if case == "error":
+                continue
+            lines += [f"**{case}**", ""]
+            rows, notes = [], []
+            for key, value in result.items():
+                if key == "case":
+                    continue
+                if isinstance(value, dict) and "median_s" in value:
+                    rows.append((key.replace("_", " "),
+                                 f"{_fmt_seconds(value['median_s'])} "
+                                 f"({_fmt_seconds(value['min_s'])}–"
+                                 f"{_fmt_seconds(value['max_s'])})",
+                                 str(value["repeats"])))
+                elif isinstance(value, float) and key.endswith("_s"):
+                    rows.append((key[:-2].replace("_", " "), _fmt_seconds(value), "1"))
+                elif isinstance(value, (int, float, bool, str)):
+                    notes.append(f"{key.replace('_', ' ')}: {value}")
+            if rows:
+                lines += _table(rows)
+            if notes:
+                lines += ["; ".join(notes), ""]
+    return "\n".join(lines) + "\n"
