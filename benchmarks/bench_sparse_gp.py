@@ -18,7 +18,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, machine, sync, timeit  # noqa: E402
+from _harness import machine, sync, timeit  # noqa: E402
 from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 from sklearn.gaussian_process.kernels import Matern, WhiteKernel  # noqa: E402
 
