@@ -15,8 +15,8 @@ from skgpu.decomposition import PCA
 
 
 def test_import_skgpu_does_not_import_gpu_stack():
-    code = ("import sys, skgpu, skgpu.decomposition; "
-            "print(sorted(m for m in ('cupy', 'nvmath', 'torch') if m in sys.modules))")
+    code = ("import sys, skgpu, skgpu.decomposition, skgpu.linear_model, skgpu.gaussian_process; "
+            "print(sorted(m for m in ('cupy', 'nvmath', 'torch', 'dask') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"

@@ -55,6 +55,11 @@ def _fit_covariance_eigh(ops, X):
     mean = ops.column_mean(X)
     C = ops.gram(X, mean)
     C /= n_samples - 1
+    return _from_covariance(ops, C, mean, n_samples)
+
+
+def _from_covariance(ops, C, mean, n_samples):
+    """The decomposition from a covariance matrix (eigh, clipped, signs flipped)."""
     eigenvals, eigenvecs = ops.eigh(C)
     eigenvals = ops.to_host(eigenvals)
     eigenvals[eigenvals < 0.0] = 0.0
@@ -256,7 +261,36 @@ class PCA(_SkPCA):
                 f"svd_solver='{solver}'"
             )
 
+    def _fit_dask(self, X):
+        """Covariance from per-chunk Gram blocks and sums on the workers (skgpu._dask)."""
+        from .._dask import check_row_chunked, pca_covariance
+
+        check_row_chunked(X)
+        solver = "covariance_eigh" if self.svd_solver == "auto" else self.svd_solver
+        if solver != "covariance_eigh":
+            raise ValueError(
+                f"svd_solver={self.svd_solver!r} needs the whole matrix in one memory; "
+                "with dask input use svd_solver='covariance_eigh' (or 'auto'), which "
+                "needs only per-chunk Gram matrices."
+            )
+        n_samples, n_features = X.shape
+        n_components = (min(X.shape) if self.n_components is None else self.n_components)
+        self._check_n_components(solver, n_components, n_samples, n_features)
+        n, mean, C = pca_covariance(X)
+        cpu = get_backend("cpu")
+        result = _from_covariance(cpu, C, mean, n)
+        dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
+        self._set_fitted(result, solver, n_components, n_samples, n_features, dtype)
+        self.n_features_in_ = n_features
+        self.backend_ = "dask"
+        self._fit_svd_solver = self.solver_ = solver
+        return result, X, cpu
+
     def _fit(self, X):
+        from .._dask import is_dask_array
+
+        if is_dask_array(X):
+            return self._fit_dask(X)
         if _is_sparse(X) and self.svd_solver not in ("auto", "arpack", "covariance_eigh"):
             raise TypeError(
                 'PCA only support sparse inputs with the "arpack" and'
@@ -360,6 +394,11 @@ class PCA(_SkPCA):
         X_new : array of shape (n_samples, n_components)
             In the container of ``X``.
         """
+        from .._dask import is_dask_array
+
+        if is_dask_array(X):
+            self._fit(X)
+            return self.transform(X)
         spec = container_of(X)
         result, Xv, backend = self._fit(X)
         if result.U is None:
@@ -410,6 +449,12 @@ class PCA(_SkPCA):
             In the container of ``X`` (NumPy, CuPy or torch on the same device).
         """
         check_is_fitted(self)
+        from .._dask import check_row_chunked, is_dask_array
+
+        if is_dask_array(X):
+            check_row_chunked(X)
+            return X.map_blocks(self.transform, dtype=self.components_.dtype,
+                                chunks=(X.chunks[0], (self.n_components_,)))
         spec = container_of(X)
         X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc"))
         return self._project(X, spec)

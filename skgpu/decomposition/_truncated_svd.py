@@ -112,8 +112,15 @@ class TruncatedSVD(_SkTruncatedSVD):
         -------
         X_new : array of shape (n_samples, n_components)
         """
+        from .._dask import is_dask_array
         from ..utils.validation import validate_data
 
+        if is_dask_array(X):
+            raise NotImplementedError(
+                "TruncatedSVD does not take dask input yet (a chunked randomized SVD is "
+                "planned); for a dense dask X, PCA(svd_solver='covariance_eigh') works "
+                "on row chunks."
+            )
         spec = container_of(X)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2)
         random_state = check_random_state(self.random_state)

@@ -30,7 +30,8 @@ from sklearn.utils.metadata_routing import (
 )
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from ..backends import run_with_fallback
+from .._dask import check_row_chunked, is_dask_array
+from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
 from ..utils.validation import validate_data
@@ -282,6 +283,12 @@ class _DevicePredictMixin:
             In the container of ``X``.
         """
         check_is_fitted(self)
+        if is_dask_array(X):
+            check_row_chunked(X)
+            shape = (X.chunks[0],) if np.ndim(self.coef_) == 1 else (
+                X.chunks[0], (np.shape(self.coef_)[0],))
+            return X.map_blocks(self.predict, dtype=np.result_type(X.dtype, np.float32),
+                                chunks=shape, drop_axis=None if len(shape) == 2 else 1)
         spec = container_of(X)
         X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc", "coo"))
         one_target = np.ndim(self.coef_) == 1
@@ -405,6 +412,8 @@ default='auto'
         self : object
             Fitted estimator.
         """
+        if is_dask_array(X):
+            return self._fit_dask(X, y, sample_weight)
         solver = self._backend_solver(X)
         if solver is None:
             logger.info("Ridge.fit: solver=%r (positive=%s) runs scikit-learn's "
@@ -444,6 +453,42 @@ default='auto'
         self.n_iter_ = None
         self.solver_ = used
         self.backend_ = backend.name
+        self._device_cache = {}
+        return self
+
+    def _fit_dask(self, X, y, sample_weight):
+        """Normal equations from chunked Gram blocks (centred by the global means)."""
+        from .._dask import check_row_chunked, ridge_normal_equations
+
+        check_row_chunked(X)
+        if self.positive or self.solver not in ("auto", "cholesky"):
+            raise ValueError(
+                f"With dask input Ridge solves the normal equations from per-chunk Gram "
+                f"blocks: use solver='auto' or 'cholesky' (got solver={self.solver!r}, "
+                f"positive={self.positive})."
+            )
+        n, p = X.shape
+        if n < p:
+            raise ValueError(f"Dask input needs n_samples >= n_features, got {n} < {p}.")
+        A, B, mean, y_mean = ridge_normal_equations(X, y, sample_weight, self.fit_intercept)
+        t = B.shape[1]
+        alphas = np.broadcast_to(np.asarray(self.alpha, dtype=np.float64).ravel(), (t,))
+        cpu = get_backend("cpu")
+        coef = np.empty((p, t))
+        for a in np.unique(alphas):
+            cols = np.flatnonzero(alphas == a)
+            factor = cpu.cholesky(A + a * np.eye(p), what="regularised Gram matrix")
+            coef[:, cols] = factor.solve(B[:, cols])
+        coef = coef.T
+        dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
+        if y.ndim == 1:
+            coef, y_mean = coef.ravel(), y_mean[0]
+        self.coef_ = coef.astype(dtype, copy=False)
+        self.intercept_ = _set_intercept(self.fit_intercept, mean, y_mean, coef)
+        self.n_features_in_ = p
+        self.n_iter_ = None
+        self.solver_ = "cholesky"
+        self.backend_ = "dask"
         self._device_cache = {}
         return self
 
@@ -561,16 +606,28 @@ def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per
     if scorer is None:
         scores = [-s for s in scores]
 
-    # scikit-learn's selection: the first best alpha (per target when asked).
     per_target = alpha_per_target and t > 1
-    best_alpha = best_score = None
-    chosen = None
+    best_alpha, best_score, chosen = _select_alphas(alphas, scores, per_target, t)
+    if per_target:
+        inv_best = inv[:, ops.asarray(chosen)]
+    else:
+        inv_best = xp.repeat(inv[:, chosen:chosen + 1], t, axis=1)
+    coef = ops.to_host(spec.coef(design, inv_best)).T
+    return _GCVResult(alpha=best_alpha, best_score=best_score, coef=coef,
+                      X_offset=ops.to_host(X_offset), y_offset=y_off_host,
+                      cv_results=cv_results)
+
+
+def _select_alphas(alphas, scores, per_target, n_targets):
+    """scikit-learn's selection: the first best alpha (per target when asked); returns
+    (alpha_, best_score_, index or indices of the chosen alpha)."""
+    best_alpha = best_score = chosen = None
     for i, (alpha, score) in enumerate(zip(alphas, scores)):
         if best_score is None:
             if per_target:
-                best_score = np.array(score, dtype=dtype).reshape(-1)
-                best_alpha = np.full(t, alpha)
-                chosen = np.zeros(t, dtype=int)
+                best_score = np.array(score, dtype=np.float64).reshape(-1)
+                best_alpha = np.full(n_targets, alpha)
+                chosen = np.zeros(n_targets, dtype=int)
             else:
                 best_score, best_alpha, chosen = score, alpha, i
         elif per_target:
@@ -580,15 +637,7 @@ def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per
             chosen[update] = i
         elif score > best_score:
             best_score, best_alpha, chosen = score, alpha, i
-
-    if per_target:
-        inv_best = inv[:, ops.asarray(chosen)]
-    else:
-        inv_best = xp.repeat(inv[:, chosen:chosen + 1], t, axis=1)
-    coef = ops.to_host(spec.coef(design, inv_best)).T
-    return _GCVResult(alpha=best_alpha, best_score=best_score, coef=coef,
-                      X_offset=ops.to_host(X_offset), y_offset=y_off_host,
-                      cv_results=cv_results)
+    return best_alpha, best_score, chosen
 
 
 class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
@@ -702,7 +751,12 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         self._device_cache = {}
 
         if self.cv is not None:
+            if is_dask_array(X):
+                raise ValueError("With dask input RidgeCV supports cv=None (the "
+                                 "efficient leave-one-out) only.")
             return self._fit_grid_search(X, y, alphas, scorer, params)
+        if is_dask_array(X):
+            return self._fit_dask(X, y, sample_weight, alphas)
 
         if _routing_enabled():
             score_params = process_routing(self, "fit", **params).scorer.score
@@ -755,6 +809,44 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
             self.cv_results_ = (cv if original_dtype is None
                                 else cv.astype(original_dtype, copy=False))
         self.backend_ = backend.name
+        return self
+
+    def _fit_dask(self, X, y, sample_weight, alphas):
+        """The QR route over row chunks: TSQR, then per-chunk LOO errors (see skgpu._dask)."""
+        from .._dask import ridgecv_loo
+
+        if self.scoring is not None or self.store_cv_results:
+            raise ValueError("With dask input RidgeCV supports scoring=None and "
+                             "store_cv_results=False (the LOO squared errors are summed "
+                             "per chunk).")
+        if self.gcv_mode == "eigen":
+            raise ValueError("With dask input RidgeCV uses the QR route: leave gcv_mode "
+                             "at None, 'auto' or 'svd'.")
+        alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
+        mse, V, MtY, inv, mean, y_mean, n = ridgecv_loo(X, y, sample_weight, alpha_list,
+                                                        self.fit_intercept)
+        t = MtY.shape[1]
+        per_target = self.alpha_per_target and t > 1
+        if self.alpha_per_target:
+            scores = [-row if y.ndim == 2 else -row[0] for row in mse]
+        else:
+            scores = [-float(np.mean(row)) for row in mse]
+        best_alpha, best_score, chosen = _select_alphas(alpha_list, scores, per_target, t)
+        inv_best = inv[:, chosen] if per_target else np.repeat(inv[:, [chosen]], t, axis=1)
+        coef = (V @ (MtY * inv_best)).T
+        if y.ndim == 1 or t == 1:
+            coef = coef.ravel()
+        if y.ndim == 1:
+            y_mean = y_mean[0]
+        intercept = _set_intercept(self.fit_intercept, mean, y_mean, coef)
+        if X.dtype.kind == "f":
+            coef = coef.astype(X.dtype, copy=False)
+            if type(intercept) is not float:
+                intercept = np.asarray(intercept).astype(X.dtype, copy=False)
+        self.alpha_, self.best_score_ = best_alpha, best_score
+        self.coef_, self.intercept_ = coef, intercept
+        self.n_features_in_ = X.shape[1]
+        self.backend_ = "dask"
         return self
 
     def _fit_grid_search(self, X, y, alphas, scorer, params):

@@ -1,0 +1,211 @@
+"""Dask input: partial results per row chunk on each worker's backend, combined on the client.
+
+Every function here runs its per-chunk work through ``dask.delayed`` on whatever scheduler
+is active (a ``dask.distributed`` Client, e.g. a LocalCluster of CPU workers or dask-cuda's
+LocalCUDACluster with one GPU per worker), with no scheduler or communication of our own.
+Each chunk's work selects a backend like an in-memory fit does (CuPy chunks run on the
+GPU), and returns small NumPy results: Gram blocks and sums (PCA, Ridge), R factors and
+per-alpha error sums (RidgeCV's TSQR route). The client finishes on the CPU backend.
+
+``import skgpu`` never imports dask; these functions are reached only with dask input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def is_dask_array(X):
+    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "chunks")
+
+
+def check_row_chunked(X, name="X"):
+    """Raise the error a user can act on unless X is 2-D and chunked along rows only."""
+    if X.ndim != 2:
+        raise ValueError(f"Expected a 2-D dask array for {name}, got {X.ndim} dimensions.")
+    if len(X.chunks[1]) != 1:
+        raise ValueError(
+            f"{name} is chunked along features ({len(X.chunks[1])} column chunks); skgpu "
+            f"needs row chunks with all features in each: use {name}.rechunk({{1: -1}})."
+        )
+    if X.dtype.kind not in "fiub":
+        raise ValueError(f"{name} must be numeric, got dtype {X.dtype}.")
+
+
+def _blocks(X):
+    return [b for b in X.to_delayed().ravel()]
+
+
+def _compute(tasks):
+    import dask
+
+    return dask.compute(*tasks)
+
+
+def _vector_blocks(v, X):
+    """A per-row vector (dask, NumPy or None) split like X's row chunks."""
+    import dask.array as da
+
+    if v is None:
+        return [None] * len(X.chunks[0])
+    if not is_dask_array(v):
+        v = da.from_array(np.asarray(v), chunks=(X.chunks[0],))
+    else:
+        v = v.rechunk((X.chunks[0],) + v.chunks[1:])
+    return list(v.to_delayed().ravel())
+
+
+def _ops(block, device, operations):
+    from .backends import select_backend
+
+    return select_backend(device, operations=operations, X=block)[0]
+
+
+def _finite(ops, a):
+    return bool(np.isfinite(float(ops.xp.sum(a, dtype=np.float64))))
+
+
+# --- pieces run on the workers ---------------------------------------------------------
+def _sums(block, y, w, device):
+    """n, Σw, Σw·x, Σw·y and whether everything is finite, for one chunk."""
+    ops = _ops(block, device, ("column_mean",))
+    X = ops.asarray(block, dtype=np.float64)
+    finite = _finite(ops, X)
+    wv = ops.xp.ones(X.shape[0]) if w is None else ops.asarray(w, dtype=np.float64)
+    sx = ops.to_host(wv @ X)
+    sy = None
+    if y is not None:
+        yv = ops.asarray(y, dtype=np.float64)
+        finite = finite and _finite(ops, yv)
+        sy = ops.to_host(wv @ yv.reshape(X.shape[0], -1))
+    return X.shape[0], float(ops.to_host(wv.sum())), sx, sy, finite
+
+
+def _centred(ops, block, mean, w, dtype):
+    X = ops.asarray(block, dtype=dtype) - ops.asarray(mean, dtype=dtype)
+    if w is not None:
+        X *= ops.xp.sqrt(ops.asarray(w, dtype=dtype))[:, None]
+    return X
+
+
+def _gram_block(block, y, w, mean, y_mean, device, dtype):
+    """Xcᵀ Xc and Xcᵀ yc of one chunk, centred by the global (weighted) means."""
+    ops = _ops(block, device, ("gram", "matmul"))
+    Xc = _centred(ops, block, mean, w, dtype)
+    G = ops.to_host(ops.matmul(Xc.T, Xc))
+    if y is None:
+        return G, None
+    yc = _centred(ops, ops.asarray(y).reshape(Xc.shape[0], -1), y_mean, w, dtype)
+    return G, ops.to_host(ops.matmul(Xc.T, yc))
+
+
+def _r_block(block, w, mean, device):
+    """R of the centred, weighted chunk (TSQR's first level)."""
+    ops = _ops(block, device, ("qr_r",))
+    return ops.to_host(ops.qr_r(_centred(ops, block, mean, w, np.float64)))
+
+
+def _mty_block(block, y, w, mean, y_mean, V, device):
+    """(Xw V)ᵀ yw for one chunk."""
+    ops = _ops(block, device, ("matmul",))
+    M = ops.matmul(_centred(ops, block, mean, w, np.float64), ops.asarray(V))
+    yw = _centred(ops, ops.asarray(y).reshape(M.shape[0], -1), y_mean, w, np.float64)
+    return ops.to_host(ops.matmul(M.T, yw))
+
+
+def _loo_block(block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercept, device):
+    """Σ over the chunk's rows of the squared LOO errors, (n_alphas, n_targets)."""
+    ops = _ops(block, device, ("matmul",))
+    xp = ops.xp
+    M = ops.matmul(_centred(ops, block, mean, w, np.float64), ops.asarray(V))
+    yw = _centred(ops, ops.asarray(y).reshape(M.shape[0], -1), y_mean, w, np.float64)
+    filt = ops.asarray(filt)
+    D = 1.0 - ops.matmul(M * M, filt)
+    if fit_intercept:
+        wv = xp.ones(M.shape[0]) if w is None else ops.asarray(w, dtype=np.float64)
+        D -= (wv / w_sum)[:, None]
+    MtY = ops.asarray(MtY)
+    out = np.empty((filt.shape[1], yw.shape[1]))
+    for i in range(filt.shape[1]):
+        E = (ops.matmul(M, MtY * filt[:, i:i + 1]) - yw) / D[:, i:i + 1]
+        out[i] = ops.to_host(xp.ones(M.shape[0]) @ (E * E))
+    return out
+
+
+# --- client side ------------------------------------------------------------------------
+def _means(X, y, w, fit_intercept, device):
+    parts = _compute([_delayed(_sums)(b, yb, wb, device) for b, yb, wb in
+                      zip(_blocks(X), _vector_blocks(y, X), _vector_blocks(w, X))])
+    if not all(p[4] for p in parts):
+        raise ValueError("Input contains NaN or infinity.")
+    n = sum(p[0] for p in parts)
+    w_sum = sum(p[1] for p in parts)
+    p = X.shape[1]
+    if not fit_intercept:
+        t = 0 if y is None else (1 if y.ndim == 1 else y.shape[1])
+        return n, w_sum, np.zeros(p), np.zeros(t)
+    mean = sum(p_[2] for p_ in parts) / w_sum
+    y_mean = None if y is None else (sum(p_[3] for p_ in parts) / w_sum).ravel()
+    return n, w_sum, mean, y_mean
+
+
+def _delayed(func):
+    import dask
+
+    return dask.delayed(func, pure=True)
+
+
+def _device():
+    from ._config import get_config
+
+    return get_config()["device"]
+
+
+def pca_covariance(X):
+    """(n, mean, covariance) of a row-chunked dask X, in float64, by chunked Gram blocks."""
+    check_row_chunked(X)
+    device = _device()
+    n, _, mean, _ = _means(X, None, None, True, device)
+    if n < 2:
+        raise ValueError("PCA needs at least 2 samples to estimate a covariance.")
+    grams = _compute([_delayed(_gram_block)(b, None, None, mean, None, device, np.float64)
+                      for b in _blocks(X)])
+    return n, mean, sum(g for g, _ in grams) / (n - 1)
+
+
+def ridge_normal_equations(X, y, w, fit_intercept):
+    """XcᵀWXc, XcᵀWyc and the means, by chunked Gram blocks (two passes)."""
+    check_row_chunked(X)
+    device = _device()
+    n, w_sum, mean, y_mean = _means(X, y, w, fit_intercept, device)
+    parts = _compute([_delayed(_gram_block)(b, yb, wb, mean, y_mean, device, np.float64)
+                      for b, yb, wb in zip(_blocks(X), _vector_blocks(y, X),
+                                           _vector_blocks(w, X))])
+    return sum(p[0] for p in parts), sum(p[1] for p in parts), mean, y_mean
+
+
+def ridgecv_loo(X, y, w, alphas, fit_intercept):
+    """The QR route of RidgeCV over row chunks: TSQR for R, SVD of R on the client, then
+    the LOO squared-error sums per alpha and target, each chunk using the small shared
+    factors. Returns (mean squared LOO errors (n_alphas, n_targets), V, MtY, lam, means).
+    """
+    from .backends import get_backend
+
+    check_row_chunked(X)
+    device = _device()
+    n, w_sum, mean, y_mean = _means(X, y, w, fit_intercept, device)
+    blocks, yblocks, wblocks = _blocks(X), _vector_blocks(y, X), _vector_blocks(w, X)
+    Rs = _compute([_delayed(_r_block)(b, wb, mean, device)
+                   for b, wb in zip(blocks, wblocks)])
+    cpu = get_backend("cpu")
+    R = cpu.qr_r(np.vstack(Rs))
+    _, s, Vt = cpu.svd(R)
+    V = np.ascontiguousarray(Vt.T)
+    lam = s * s
+    MtY = sum(_compute([_delayed(_mty_block)(b, yb, wb, mean, y_mean, V, device)
+                        for b, yb, wb in zip(blocks, yblocks, wblocks)]))
+    inv = 1.0 / (lam[:, None] + np.asarray(alphas)[None, :])
+    sums = sum(_compute([_delayed(_loo_block)(b, yb, wb, mean, y_mean, V, inv, MtY, w_sum,
+                                              fit_intercept, device)
+                         for b, yb, wb in zip(blocks, yblocks, wblocks)]))
+    return sums / n, V, MtY, inv, mean, y_mean, n

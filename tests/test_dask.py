@@ -1,0 +1,113 @@
+"""Dask input on a dask.distributed LocalCluster of CPU workers: equal to in-memory fits."""
+
+import numpy as np
+import pytest
+from skgpu_testing import assert_allclose_rel
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
+from skgpu.linear_model import Ridge, RidgeCV  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _data(rng, n, p, t, dtype):
+    X = rng.standard_normal((n, p)) @ (np.eye(p) + 0.3 * rng.standard_normal((p, p)))
+    X += rng.uniform(-3, 3, p)
+    Y = X @ rng.standard_normal((p, t)) + rng.standard_normal((n, t))
+    return X.astype(dtype), Y
+
+
+def _tol(dtype):
+    return 1e-4 if dtype == np.float32 else 1e-8
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chunk", [311, 1000])
+def test_pca(client, rng, dtype, chunk):
+    X, _ = _data(rng, 2000, 12, 1, dtype)
+    Xd = da.from_array(X, chunks=(chunk, -1))
+    ours = PCA(n_components=5).fit(Xd)
+    ref = PCA(n_components=5, svd_solver="covariance_eigh").fit(X)
+    assert ours.backend_ == "dask" and ours.components_.dtype == dtype
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_",
+                 "singular_values_", "mean_"):
+        assert_allclose_rel(getattr(ours, name), getattr(ref, name), _tol(dtype))
+    Z = ours.transform(Xd)
+    assert isinstance(Z, da.Array) and Z.chunks[0] == Xd.chunks[0]
+    assert_allclose_rel(Z.compute(), ref.transform(X), _tol(dtype))
+    assert_allclose_rel(PCA(n_components=5).fit_transform(Xd).compute(),
+                        ref.transform(X), _tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_ridge(client, rng, dtype, fit_intercept, weighted):
+    X, Y = _data(rng, 1500, 10, 3, dtype)
+    sw = rng.uniform(0.5, 2.0, 1500) if weighted else None
+    Xd, Yd = da.from_array(X, chunks=(400, -1)), da.from_array(Y, chunks=(400, -1))
+    swd = None if sw is None else da.from_array(sw, chunks=400)
+    params = dict(alpha=[0.1, 1.0, 10.0], fit_intercept=fit_intercept)
+    ours = Ridge(**params).fit(Xd, Yd, sample_weight=swd)
+    ref = Ridge(**params).fit(X, Y, sample_weight=sw)
+    assert_allclose_rel(ours.coef_, ref.coef_, _tol(dtype))
+    assert_allclose_rel(ours.intercept_, ref.intercept_, _tol(dtype),
+                        atol_scale=np.abs(Y).max())
+    P = ours.predict(Xd)
+    assert isinstance(P, da.Array) and P.chunks[0] == Xd.chunks[0]
+    assert_allclose_rel(P.compute(), ref.predict(X), _tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("targets", ["single", "multi", "per_target"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_ridgecv(client, rng, dtype, fit_intercept, targets, weighted):
+    X, Y = _data(rng, 1500, 10, 3, dtype)
+    y = Y[:, 0] if targets == "single" else Y
+    sw = rng.uniform(0.5, 2.0, 1500) if weighted else None
+    Xd = da.from_array(X, chunks=(333, -1))
+    yd = da.from_array(y, chunks=(333,) + y.shape[1:])
+    swd = None if sw is None else da.from_array(sw, chunks=333)
+    params = dict(alphas=[0.01, 1.0, 100.0, 1e4], fit_intercept=fit_intercept,
+                  alpha_per_target=targets == "per_target")
+    ours = RidgeCV(**params).fit(Xd, yd, sample_weight=swd)
+    ref = RidgeCV(**params).fit(X, y, sample_weight=sw)
+    np.testing.assert_array_equal(np.asarray(ours.alpha_), np.asarray(ref.alpha_))
+    assert_allclose_rel(ours.best_score_, ref.best_score_, 1e-8)
+    assert np.shape(ours.coef_) == np.shape(ref.coef_)
+    assert np.asarray(ours.coef_).dtype == np.asarray(ref.coef_).dtype
+    assert_allclose_rel(ours.coef_, ref.coef_, _tol(dtype))
+    assert_allclose_rel(ours.predict(Xd).compute(), ref.predict(X), _tol(dtype))
+
+
+def test_clear_errors(client, rng):
+    X, Y = _data(rng, 600, 8, 1, np.float64)
+    by_features = da.from_array(X, chunks=(200, 4))
+    with pytest.raises(ValueError, match=r"chunked along features.*rechunk\(\{1: -1\}\)"):
+        PCA(2).fit(by_features)
+    Xd = da.from_array(X, chunks=(200, -1))
+    with pytest.raises(ValueError, match="svd_solver='full' needs the whole matrix"):
+        PCA(2, svd_solver="full").fit(Xd)
+    with pytest.raises(ValueError, match="use solver='auto' or 'cholesky'"):
+        Ridge(solver="lsqr").fit(Xd, Y[:, 0])
+    with pytest.raises(ValueError, match="supports cv=None"):
+        RidgeCV(cv=3).fit(Xd, Y[:, 0])
+    with pytest.raises(ValueError, match="scoring=None"):
+        RidgeCV(scoring="r2").fit(Xd, Y[:, 0])
+    with pytest.raises(NotImplementedError, match="TruncatedSVD does not take dask"):
+        TruncatedSVD(2).fit(Xd)
+    bad = X.copy()
+    bad[5, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        PCA(2).fit(da.from_array(bad, chunks=(200, -1)))
