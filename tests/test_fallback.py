@@ -148,3 +148,52 @@ def test_real_gpu_out_of_memory_falls_back(rng):
 def test_gpu_status_reports_device():
     usable, reason = backends.gpu_status()
     assert usable and "nvmath-python" in reason
+
+
+def test_gpr_oom_at_the_last_step_reruns_with_the_same_restarts(monkeypatch, rng):
+    """A GPU out-of-memory error after the optimizer's restarts were drawn: the CPU rerun
+    draws the same restarts and ends where a CPU fit does."""
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+
+    from skgpu.gaussian_process import GaussianProcessRegressor
+
+    X = rng.uniform(-2, 2, (40, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(40)
+    params = dict(kernel=RBF([1.0, 1.0]) + WhiteKernel(0.1), n_restarts_optimizer=2,
+                  random_state=np.random.RandomState(7))
+    calls = []
+    real = _cpu.CPUBackend.cholesky
+
+    def counting(self, A, **kwargs):
+        calls.append(1)
+        return real(self, A, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(_cpu.CPUBackend, "cholesky", counting)
+        with skgpu.config_context(device="cpu"):
+            ref = GaussianProcessRegressor(**params).fit(X, y)
+    total = len(calls)
+
+    class LastStepOOM(_cpu.CPUBackend):
+        name, is_gpu, seen = "gpu", True, 0
+
+        def cholesky(self, A, **kwargs):
+            type(self).seen += 1
+            if type(self).seen == total:  # the final factorisation, after all restarts
+                raise MemoryError("Out of memory (injected at the last step)")
+            return real(self, A, **kwargs)
+
+        def free_memory(self):
+            pass
+
+    fake = LastStepOOM()
+    monkeypatch.setattr(backends, "gpu_unsupported_reason", lambda operations=(): None)
+    monkeypatch.setattr(backends, "gpu_status", lambda: (True, "fake GPU"))
+    monkeypatch.setattr(backends, "get_backend",
+                        lambda name: fake if name == "gpu" else backends._CPU)
+    params["random_state"] = np.random.RandomState(7)
+    with pytest.warns(skgpu.GPUFallbackWarning, match="ran out of GPU memory"):
+        ours = GaussianProcessRegressor(**params).fit(X, y)
+    assert ours.backend_ == "cpu" and LastStepOOM.seen == total
+    np.testing.assert_allclose(ours.kernel_.theta, ref.kernel_.theta, rtol=1e-12)
+    assert ours.log_marginal_likelihood_value_ == ref.log_marginal_likelihood_value_

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from dataclasses import dataclass
@@ -313,11 +314,16 @@ class GaussianProcessRegressor(_SkGPR):
 
                 ops = get_backend("cpu")
             fit_kernel = kernel.clone_with_theta(kernel.theta)
+            # each attempt (a CPU rerun after a GPU out-of-memory) draws the same restarts
+            attempt_rng = copy.deepcopy(rng)
             if sparse:
-                return self._fit_sparse_on(ops, fit_kernel, X_train, y_train, alpha, rng)
-            return self._fit_on(ops, fit_kernel, X_train, y_train, alpha, rng)
+                result = self._fit_sparse_on(ops, fit_kernel, X_train, y_train, alpha,
+                                             attempt_rng)
+            else:
+                result = self._fit_on(ops, fit_kernel, X_train, y_train, alpha, attempt_rng)
+            return result, attempt_rng
 
-        result, backend = run_with_fallback(
+        (result, rng), backend = run_with_fallback(
             work, device=None if vector else "cpu",
             operations=("sparse_spd", "spmm") if sparse else ("cholesky", "matmul"),
             X=X, what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})")
