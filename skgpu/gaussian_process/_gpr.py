@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import warnings
@@ -119,6 +120,22 @@ class _LogMarginalLikelihood:
                 for (j, _, scale), value in zip(members, quad):
                     grad[j] = scale * float(value)
         return lml, grad
+
+
+@contextlib.contextmanager
+def _explain_not_positive_definite(kernel):
+    """scikit-learn's message (and advice) on a kernel matrix that does not factor."""
+    from numpy.linalg import LinAlgError
+
+    try:
+        yield
+    except LinAlgError as exc:
+        exc.args = (
+            f"The kernel, {kernel}, is not returning a positive definite matrix. Try "
+            "gradually increasing the 'alpha' parameter of your "
+            "GaussianProcessRegressor estimator.",
+        ) + exc.args
+        raise
 
 
 @dataclass
@@ -382,23 +399,14 @@ class GaussianProcessRegressor(_SkGPR):
 
     def _fit_sparse_on(self, ops, kernel, X, y, alpha, rng):
         """The sparse-path fit on ``ops``: pattern, refactorisations, final factor."""
-        from numpy.linalg import LinAlgError
-
         lml = SparseLogMarginalLikelihood(ops, X, y, alpha)
         lml_value = self._optimize(lml, kernel, rng)
         logger.debug("GaussianProcessRegressor.fit (sparse): %d LML evaluations, %d "
                      "factorisations on %s", lml.n_evaluations, lml.n_factorizations,
                      ops.name)
         lml._ensure_pattern(support_radius(kernel))
-        try:
+        with _explain_not_positive_definite(kernel):
             factor = lml.factorize(kernel)
-        except LinAlgError as exc:
-            exc.args = (
-                f"The kernel, {kernel}, is not returning a positive definite matrix. Try "
-                "gradually increasing the 'alpha' parameter of your "
-                "GaussianProcessRegressor estimator.",
-            ) + exc.args
-            raise
         alpha_dev = factor.solve(lml.y).reshape(lml.y.shape)
         state = ("sparse", ops.name, lml, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=None,
@@ -407,22 +415,13 @@ class GaussianProcessRegressor(_SkGPR):
 
     def _fit_on(self, ops, kernel, X, y, alpha, rng):
         """The whole fit on ``ops``; touches nothing on ``self`` but the optimizer."""
-        from numpy.linalg import LinAlgError
-
         lml = _LogMarginalLikelihood(ops, X, y, alpha)
         lml_value = self._optimize(lml, kernel, rng)
         logger.debug("GaussianProcessRegressor.fit: %d LML evaluations on %s",
                      lml.n_evaluations, ops.name)
         Km, _ = lml.kernel_matrix(kernel)
-        try:
+        with _explain_not_positive_definite(kernel):
             factor = ops.cholesky(Km, what="kernel matrix", overwrite=True)
-        except LinAlgError as exc:
-            exc.args = (
-                f"The kernel, {kernel}, is not returning a positive definite matrix. Try "
-                "gradually increasing the 'alpha' parameter of your "
-                "GaussianProcessRegressor estimator.",
-            ) + exc.args
-            raise
         alpha_dev = factor.solve(lml.y)
         L = np.tril(ops.to_host(factor.lower))
         state = ("dense", ops.name, lml.X, factor.lower, alpha_dev)
