@@ -209,3 +209,80 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
                                               fit_intercept, device)
                          for b, yb, wb in zip(blocks, yblocks, wblocks)]))
     return sums / n, V, MtY, inv, mean, y_mean, n
+
+
+# --- randomized SVD (TruncatedSVD) -------------------------------------------------------
+def _range_r_block(block, Q, device):
+    """R of the chunk's X_i Q (the product is not kept)."""
+    ops = _ops(block, device, ("matmul", "qr_r"))
+    X = ops.asarray(block)
+    return ops.to_host(ops.qr_r(ops.matmul(X, ops.asarray(Q, dtype=X.dtype))))
+
+
+def _range_back_block(block, Q, R_inv, device):
+    """X_iᵀ (X_i Q R⁻¹): the chunk's part of Xᵀ times the orthonormalised range."""
+    ops = _ops(block, device, ("matmul",))
+    X = ops.asarray(block)
+    Y = ops.matmul(ops.matmul(X, ops.asarray(Q, dtype=X.dtype)),
+                   ops.asarray(R_inv, dtype=X.dtype))
+    return ops.to_host(ops.matmul(X.T, Y)).astype(np.float64)
+
+
+def _moments_block(block, V, mean, mean_t, device):
+    """Column sums (mean None) or centred sums of squares of X_i and of X_i V."""
+    ops = _ops(block, device, ("matmul",))
+    X = ops.asarray(block, dtype=np.float64)
+    T = ops.matmul(X, ops.asarray(V))
+    if mean is None:
+        return ops.to_host(X.sum(axis=0)), ops.to_host(T.sum(axis=0))
+    Xc, Tc = X - ops.asarray(mean), T - ops.asarray(mean_t)
+    return float(ops.xp.vdot(Xc, Xc)), ops.to_host((Tc * Tc).sum(axis=0))
+
+
+def randomized_svd(X, k, *, n_oversamples, n_iter, random_state):
+    """Halko et al. over row chunks, with scikit-learn's random draws: each power
+    iteration is one pass for the R of X Q (TSQR), one for Xᵀ(X Q R⁻¹); the small factors
+    are orthonormalised on the client. Returns (S, Vt) of the top ``k``.
+    """
+    from sklearn.utils import check_random_state
+
+    from .backends import get_backend
+
+    check_row_chunked(X)
+    n, p = X.shape
+    if n < p:
+        raise ValueError(f"Dask input needs n_samples >= n_features, got {n} < {p}.")
+    device = _device()
+    cpu = get_backend("cpu")
+    random_state = check_random_state(random_state)
+    if n_iter == "auto":
+        n_iter = 7 if k < 0.1 * min(n, p) else 4
+    Q = random_state.normal(size=(p, k + n_oversamples))
+    if X.dtype.kind == "f":
+        Q = Q.astype(X.dtype, copy=False)
+    blocks = _blocks(X)
+
+    def orthonormal_range(Q):
+        R = cpu.qr_r(np.vstack(_compute([_delayed(_range_r_block)(b, Q, device)
+                                         for b in blocks])).astype(np.float64))
+        return np.linalg.inv(R)
+
+    for _ in range(n_iter):
+        R_inv = orthonormal_range(Q)
+        Z = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device) for b in blocks]))
+        Q = np.linalg.qr(Z)[0].astype(Q.dtype, copy=False)
+    R_inv = orthonormal_range(Q)
+    Bt = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device) for b in blocks]))
+    _, s, Vt = cpu.svd(Bt.T)  # B = (X Q R⁻¹)ᵀ X, l × p
+    return s[:k], Vt[:k]
+
+
+def column_and_projection_variances(X, V):
+    """(Σ_j var(X[:, j]), var(X V, axis=0)) in two passes (means, then centred sums)."""
+    device = _device()
+    n = X.shape[0]
+    blocks = _blocks(X)
+    sums = _compute([_delayed(_moments_block)(b, V, None, None, device) for b in blocks])
+    mean, mean_t = sum(s[0] for s in sums) / n, sum(s[1] for s in sums) / n
+    sq = _compute([_delayed(_moments_block)(b, V, mean, mean_t, device) for b in blocks])
+    return sum(s[0] for s in sq) / n, sum(s[1] for s in sq) / n

@@ -50,6 +50,25 @@ def test_pca(client, rng, dtype, chunk):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_iter", [2, 5])
+def test_truncated_svd(client, rng, dtype, n_iter, seed):
+    """The same random draws as an in-memory fit, so the same result up to rounding."""
+    X = ((rng.standard_normal((3000, 8)) * np.geomspace(30, 3, 8))
+         @ rng.standard_normal((8, 40)) + rng.standard_normal((3000, 40))).astype(dtype)
+    Xd = da.from_array(X, chunks=(450, -1))
+    params = dict(n_components=5, n_iter=n_iter, random_state=seed)
+    ours = TruncatedSVD(**params)
+    Z = ours.fit_transform(Xd)
+    ref = TruncatedSVD(**params).fit(X)
+    assert ours.backend_ == "dask" and ours.components_.dtype == dtype
+    for name in ("components_", "singular_values_", "explained_variance_",
+                 "explained_variance_ratio_"):
+        assert_allclose_rel(getattr(ours, name), getattr(ref, name), _tol(dtype))
+    assert isinstance(Z, da.Array) and Z.chunks[0] == Xd.chunks[0]
+    assert_allclose_rel(Z.compute(), ref.transform(X), _tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_ridge(client, rng, dtype, fit_intercept, weighted):
@@ -105,8 +124,10 @@ def test_clear_errors(client, rng):
         RidgeCV(cv=3).fit(Xd, Y[:, 0])
     with pytest.raises(ValueError, match="scoring=None"):
         RidgeCV(scoring="r2").fit(Xd, Y[:, 0])
-    with pytest.raises(NotImplementedError, match="TruncatedSVD does not take dask"):
-        TruncatedSVD(2).fit(Xd)
+    with pytest.raises(ValueError, match="algorithm='arpack' needs the whole matrix"):
+        TruncatedSVD(2, algorithm="arpack").fit(Xd)
+    with pytest.raises(ValueError, match="n_samples >= n_features"):
+        TruncatedSVD(2).fit(da.from_array(X[:5], chunks=(2, -1)))
     bad = X.copy()
     bad[5, 3] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):

@@ -8,7 +8,7 @@ from sklearn.decomposition import TruncatedSVD as _SkTruncatedSVD
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..backends import run_with_fallback
+from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ._pca import _arpack_svd, _flip_signs
 
@@ -116,11 +116,7 @@ class TruncatedSVD(_SkTruncatedSVD):
         from ..utils.validation import validate_data
 
         if is_dask_array(X):
-            raise NotImplementedError(
-                "TruncatedSVD does not take dask input yet (a chunked randomized SVD is "
-                "planned); for a dense dask X, PCA(svd_solver='covariance_eigh') works "
-                "on row chunks."
-            )
+            return self._fit_transform_dask(X)
         spec = container_of(X)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2)
         random_state = check_random_state(self.random_state)
@@ -156,6 +152,35 @@ class TruncatedSVD(_SkTruncatedSVD):
         self._device_cache = {}
         return convert_output(Xt, spec)
 
+    def _fit_transform_dask(self, X):
+        """Randomized SVD over row chunks (skgpu._dask); returns the lazy transform."""
+        from .._dask import check_row_chunked, column_and_projection_variances
+        from .._dask import randomized_svd as dask_randomized_svd
+
+        check_row_chunked(X)
+        if self.algorithm != "randomized":
+            raise ValueError(
+                f"algorithm={self.algorithm!r} needs the whole matrix in one memory; with "
+                "dask input use algorithm='randomized'."
+            )
+        if self.n_components > X.shape[1]:
+            raise ValueError(
+                f"n_components({self.n_components}) must be <= n_features({X.shape[1]})."
+            )
+        S, Vt = dask_randomized_svd(X, self.n_components, n_oversamples=self.n_oversamples,
+                                    n_iter=self.n_iter, random_state=self.random_state)
+        _, Vt = _flip_signs(get_backend("cpu"), None, np.ascontiguousarray(Vt))
+        full_var, explained = column_and_projection_variances(X, Vt.T)
+        dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
+        self.components_ = np.ascontiguousarray(Vt, dtype=dtype)
+        self.explained_variance_ = explained.astype(dtype)
+        self.explained_variance_ratio_ = (explained / full_var).astype(dtype)
+        self.singular_values_ = S.astype(dtype)
+        self.n_features_in_ = X.shape[1]
+        self.backend_ = "dask"
+        self._device_cache = {}
+        return self.transform(X)
+
     def _components_on(self, ops, transposed):
         cache = self.__dict__.setdefault("_device_cache", {})
         key = (ops.name, transposed)
@@ -169,6 +194,12 @@ class TruncatedSVD(_SkTruncatedSVD):
         from ..utils.validation import validate_data
 
         check_is_fitted(self)
+        from .._dask import check_row_chunked, is_dask_array
+
+        if is_dask_array(X):
+            check_row_chunked(X)
+            return X.map_blocks(self.transform, dtype=self.components_.dtype,
+                                chunks=(X.chunks[0], (self.components_.shape[0],)))
         spec = container_of(X)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], reset=False)
 
