@@ -223,25 +223,94 @@ def neighbour_pairs(X, Y, radius):
     return coo.col.astype(np.int64), coo.row.astype(np.int64)
 
 
+def cell_list_pairs(xp, X, radius):
+    """All (i, j) with ‖X[i] - X[j]‖ <= radius (both orders and i = j), rows ascending,
+    by a cell list: points binned in cells of side ``radius``, each compared with the 3^d
+    neighbouring cells. Array operations only (NumPy or CuPy), for d <= 3."""
+    n, d = X.shape
+    lo = X.min(axis=0)
+    cells = xp.floor((X - lo) / radius).astype(xp.int64)
+    shape = cells.max(axis=0) + 1
+    shape_host = [int(v) for v in (shape.get() if hasattr(shape, "get") else shape)]
+    strides = np.cumprod([1] + shape_host[::-1][:-1])[::-1].copy()
+    cell_id = cells @ xp.asarray(strides)
+    order = xp.argsort(cell_id)
+    sorted_ids = cell_id[order]
+    n_cells = int(np.prod(shape_host))
+    starts = xp.searchsorted(sorted_ids, xp.arange(n_cells), side="left")
+    ends = xp.searchsorted(sorted_ids, xp.arange(n_cells), side="right")
+    rows_out, cols_out = [], []
+    r2 = radius * radius
+    for offset in np.ndindex(*(3,) * d):
+        delta = xp.asarray(np.asarray(offset) - 1)
+        neighbour = cells + delta
+        inside = xp.all((neighbour >= 0) & (neighbour < shape), axis=1)
+        nid = xp.where(inside, neighbour @ xp.asarray(strides), 0)
+        first = xp.where(inside, starts[nid], 0)
+        counts = xp.where(inside, ends[nid] - first, 0)
+        ends_cum = xp.cumsum(counts)
+        total = int(ends_cum[-1]) if n else 0
+        if total == 0:
+            continue
+        k = xp.arange(total)
+        row = xp.searchsorted(ends_cum, k, side="right")
+        col = order[first[row] + (k - (ends_cum - counts)[row])]
+        diff = X[row] - X[col]
+        keep = (diff * diff).sum(axis=1) <= r2
+        rows_out.append(row[keep])
+        cols_out.append(col[keep])
+    rows = xp.concatenate(rows_out)
+    cols = xp.concatenate(cols_out)
+    key = xp.argsort(rows * n + cols)
+    return rows[key], cols[key]
+
+
+def brute_force_pairs(ops, X, radius, block_bytes=1 << 28):
+    """The same pairs by tiled all-pairs distances (any d; for the GPU above d = 3)."""
+    xp = ops.xp
+    n = X.shape[0]
+    block = max(1, min(n, block_bytes // (8 * n)))
+    rows_out, cols_out = [], []
+    for start in range(0, n, block):
+        D = ops.sq_dist(X[start:start + block], X)
+        r, c = xp.nonzero(D <= radius * radius)
+        rows_out.append(r + start)
+        cols_out.append(c)
+    return xp.concatenate(rows_out), xp.concatenate(cols_out)
+
+
 class _Pattern:
     """The sparsity pattern of K(X, X) for a radius, in CSR order, on a backend."""
 
     def __init__(self, ops, X_host, X, radius):
-        rows, cols = neighbour_pairs(X_host, None, radius)
         n = X_host.shape[0]
-        # CSR structure by SciPy's O(nnz) conversion; values are then computed in CSR
-        # order, so no permutation is ever applied to them.
-        S = sp.coo_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)),
-                          shape=(n, n)).tocsr()
-        S.sort_indices()
         self.radius = radius
         self.n = n
-        self.indptr = S.indptr.astype(np.int64)
-        self.indices = S.indices.astype(np.int64)
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
-        cols = self.indices
+        if ops.is_gpu:
+            # on the device: a cell list in low dimension, tiled all-pairs above
+            xp = ops.xp
+            if X.shape[1] <= 3:
+                rows, cols = cell_list_pairs(xp, X, radius)
+            else:
+                rows, cols = brute_force_pairs(ops, X, radius)
+                key = xp.argsort(rows * n + cols)
+                rows, cols = rows[key], cols[key]
+            # CuPy's sparse matrices (and cuDSS through them) take 32-bit indices
+            self.indptr = xp.searchsorted(rows, xp.arange(n + 1)).astype(xp.int32)
+            self.indices = cols.astype(xp.int32)
+        else:
+            rows, cols = neighbour_pairs(X_host, None, radius)
+            # CSR structure by SciPy's O(nnz) conversion; values are then computed in
+            # CSR order, so no permutation is ever applied to them.
+            S = sp.coo_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)),
+                              shape=(n, n)).tocsr()
+            S.sort_indices()
+            self.indptr = S.indptr.astype(np.int64)
+            self.indices = S.indices.astype(np.int64)
+            rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+            cols = self.indices
         self.pairs = Pairs(ops, X, X, rows, cols, same=True)
-        self.diagonal = ops.asarray(np.flatnonzero(rows == cols))
+        self.diagonal = ops.xp.flatnonzero(self.pairs.rows == self.pairs.cols)
 
     def matrix(self, ops, values):
         if ops.is_gpu:
