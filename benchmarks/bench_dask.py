@@ -1,0 +1,148 @@
+"""Dask input: PCA and RidgeCV on row-chunked X, beside the in-memory fit and scikit-learn.
+
+GPU host (dask-cuda installed):   python benchmarks/bench_dask.py --out results.json
+                                  (one worker per visible GPU; --gpus 1 to restrict)
+Any machine, CPU LocalCluster:    python benchmarks/bench_dask.py --quick
+
+GPU cases: X 8,000,000 × 256 float32 in 64 chunks of CuPy arrays, on one dask-cuda worker
+per GPU, against skgpu's in-memory fit on one GPU. CPU case: a LocalCluster on smaller data
+beside scikit-learn. Fitted attributes are compared with the in-memory fit before times are
+reported.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _harness import GPU, machine, rel_diff, sync  # noqa: E402
+
+from skgpu.decomposition import PCA  # noqa: E402
+from skgpu.linear_model import RidgeCV  # noqa: E402
+
+ALPHAS = np.logspace(-2, 4, 20)
+
+
+def _time(func, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        out = func()
+        sync()
+        times.append(time.perf_counter() - start)
+    return out, {"median_s": float(np.median(times)), "min_s": min(times),
+                 "max_s": max(times), "repeats": repeats}
+
+
+def _compare(row, ours, ref):
+    signs = np.sign(np.sum(ours[0].components_ * ref[0].components_, axis=1))[:, None]
+    row["check_pca_components_rel_diff"] = rel_diff(ours[0].components_ * signs,
+                                                    ref[0].components_)
+    row["check_ridgecv_alpha_equal"] = bool(ours[1].alpha_ == ref[1].alpha_)
+    row["check_ridgecv_coef_rel_diff"] = rel_diff(ours[1].coef_, ref[1].coef_)
+
+
+def fit_both(X, y):
+    return (PCA(16, svd_solver="covariance_eigh").fit(X),
+            RidgeCV(alphas=ALPHAS).fit(X, y))
+
+
+def gpu_case(n, p, n_chunks, n_gpus, results):
+    import cupy as cp
+    import dask.array as da
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    rng = cp.random.default_rng(0)
+    X = rng.standard_normal((n, p), dtype=cp.float32)
+    y = X[:, :8].sum(axis=1, dtype=cp.float32) + rng.standard_normal(n, dtype=cp.float32)
+    ref, t_mem = _time(lambda: fit_both(X, y), 3)
+    row = {"case": f"PCA + RidgeCV, X {n}x{p} float32, {n_chunks} chunks, "
+                   f"{n_gpus} dask-cuda worker(s)", "in_memory_one_gpu": t_mem}
+    chunk = n // n_chunks
+    with LocalCUDACluster(n_workers=n_gpus, threads_per_worker=1) as cluster, \
+            Client(cluster) as client:
+        Xd = da.from_array(X, chunks=(chunk, p), asarray=False)
+        yd = da.from_array(y, chunks=(chunk,), asarray=False)
+        Xd, yd = client.persist([Xd, yd])  # data on the workers, as a user's would be
+        ours, t = _time(lambda: fit_both(Xd, yd), 3)
+        row["dask"] = t
+        _compare(row, ours, ref)
+    row["ratio_in_memory_over_dask"] = t_mem["median_s"] / t["median_s"]
+    results.append(row)
+    return t["median_s"]
+
+
+def cpu_case(n, p, n_chunks, workers, results):
+    import dask.array as da
+    from distributed import Client, LocalCluster
+    from sklearn import decomposition as skd
+    from sklearn import linear_model as skl
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, p)).astype(np.float64) + rng.uniform(-3, 3, p)
+    y = X[:, :8].sum(axis=1) + rng.standard_normal(n)
+    ref, t_mem = _time(lambda: fit_both(X, y), 2)
+    _, t_sk = _time(lambda: (skd.PCA(16, svd_solver="covariance_eigh").fit(X),
+                             skl.RidgeCV(alphas=ALPHAS).fit(X, y)), 1)
+    row = {"case": f"PCA + RidgeCV, X {n}x{p} float64, {n_chunks} chunks, LocalCluster of "
+                   f"{workers} CPU workers", "in_memory_skgpu_cpu": t_mem,
+           "sklearn_cpu": t_sk}
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        Xd = da.from_array(X, chunks=(n // n_chunks, p))
+        yd = da.from_array(y, chunks=(n // n_chunks,))
+        Xd, yd = client.persist([Xd, yd])
+        ours, t = _time(lambda: fit_both(Xd, yd), 2)
+        row["dask"] = t
+        _compare(row, ours, ref)
+    results.append(row)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--gpus", type=int, default=None)
+    args = parser.parse_args()
+    results = []
+    doc = {"machine": machine(), "results": results}
+    cases = []
+    if args.quick or not GPU:
+        cases.append(lambda: cpu_case(200_000, 64, 8, 2, results))
+    else:
+        import cupy as cp
+
+        n_gpus = args.gpus or cp.cuda.runtime.getDeviceCount()
+        times = {}
+        cases.append(lambda: times.update(one=gpu_case(8_000_000, 256, 64, 1, results)))
+        if n_gpus >= 2:
+            cases.append(lambda: times.update(two=gpu_case(8_000_000, 256, 64, 2, results)))
+            cases.append(lambda: results.append(
+                {"case": "scaling: one-GPU dask time over two-GPU dask time",
+                 "ratio": times["one"] / times["two"]}))
+        else:
+            results.append({"case": "two GPUs", "not_run": "only one GPU visible"})
+        cases.append(lambda: cpu_case(2_000_000, 64, 16, 8, results))
+    for case in cases:
+        try:
+            case()
+        except Exception:  # recorded; the others still run
+            import traceback
+
+            results.append({"case": "error", "error": traceback.format_exc()[-2000:]})
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(doc, f, indent=1)
+    print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()
