@@ -93,11 +93,17 @@ class Pairs:
         return out
 
     def sq_dist(self, scales=None):
+        """Σ_d ((x_d - y_d) / scale_d)² per pair; the unscaled one is kept (a Tapered
+        kernel and its taper, and every finite-difference step, reuse it)."""
+        if scales is None and getattr(self, "_sq_dist", None) is not None:
+            return self._sq_dist
         D = None
         for d in range(self.X.shape[1]):
             t = self.diffs(d, 1.0 if scales is None else float(scales[d]))
             t *= t
             D = t if D is None else D + t
+        if scales is None:
+            self._sq_dist = D
         return D
 
     def on_diagonal(self):
@@ -153,8 +159,7 @@ def pair_values(kernel, pairs, eval_gradient=False):
     if t in (skk.RBF, skk.Matern):
         ls = np.atleast_1d(np.asarray(kernel.length_scale, dtype=np.float64))
         ard = ls.size > 1
-        scales = ls if ard else np.full(pairs.X.shape[1], ls[0])
-        r2 = pairs.sq_dist(scales)
+        r2 = pairs.sq_dist(ls) if ard else pairs.sq_dist() / ls[0] ** 2
         nu = np.inf if t is skk.RBF else float(kernel.nu)
         r = None if nu == np.inf else xp.sqrt(r2)
         if nu == np.inf:
