@@ -48,6 +48,8 @@ def _vector_blocks(v, X):
 
     if v is None:
         return [None] * len(X.chunks[0])
+    if np.ndim(v) == 0:  # a scalar sample weight, as scikit-learn allows
+        v = da.full(X.shape[0], float(v), chunks=(X.chunks[0],))
     if not is_dask_array(v):
         v = da.from_array(np.asarray(v), chunks=(X.chunks[0],))
     else:

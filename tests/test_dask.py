@@ -110,6 +110,15 @@ def test_ridgecv(client, rng, dtype, fit_intercept, targets, weighted):
     assert_allclose_rel(ours.predict(Xd).compute(), ref.predict(X), _tol(dtype))
 
 
+def test_scalar_sample_weight(client, rng):
+    X, Y = _data(rng, 600, 6, 1, np.float64)
+    Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(Y[:, 0], chunks=200)
+    for Estimator in (Ridge, RidgeCV):
+        ours = Estimator().fit(Xd, yd, sample_weight=2.5)
+        ref = Estimator().fit(X, Y[:, 0], sample_weight=2.5)
+        assert_allclose_rel(ours.coef_, ref.coef_, 1e-8)
+
+
 def test_clear_errors(client, rng):
     X, Y = _data(rng, 600, 8, 1, np.float64)
     by_features = da.from_array(X, chunks=(200, 4))

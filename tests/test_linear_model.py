@@ -384,3 +384,14 @@ def _expected_failed_checks(estimator):
 def test_sklearn_compatible(estimator, check, device):
     with skgpu.config_context(device=device):
         check(estimator)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("Estimator", [Ridge, RidgeCV])
+def test_scalar_sample_weight(rng, device, Estimator):
+    """scikit-learn accepts a float sample_weight (every sample weighted the same)."""
+    X, y = make_regression_data(rng, 80, 5)
+    theirs = getattr(skl, Estimator.__name__)().fit(X, y, sample_weight=2.5)
+    with skgpu.config_context(device=device):
+        ours = Estimator().fit(X, y, sample_weight=2.5)
+    assert_allclose_rel(ours.coef_, theirs.coef_, 1e-8)

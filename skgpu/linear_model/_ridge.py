@@ -311,7 +311,8 @@ class _DevicePredictMixin:
 
 
 def _host(a):
-    return None if a is None else to_numpy(a)
+    """A device array on the host; anything else (None, scalars, lists) unchanged."""
+    return to_numpy(a) if is_device_array(a) else a
 
 
 class Ridge(_DevicePredictMixin, _SkRidge):
