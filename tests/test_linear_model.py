@@ -395,3 +395,19 @@ def test_scalar_sample_weight(rng, device, Estimator):
     with skgpu.config_context(device=device):
         ours = Estimator().fit(X, y, sample_weight=2.5)
     assert_allclose_rel(ours.coef_, theirs.coef_, 1e-8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("Estimator", [Ridge, RidgeCV])
+def test_column_target_shapes(rng, device, Estimator):
+    """y of shape (n, 1): the attributes and predictions take scikit-learn's shapes."""
+    X, y = make_regression_data(rng, 60, 4)
+    y = y[:, None]
+    theirs = getattr(skl, Estimator.__name__)().fit(X, y)
+    with skgpu.config_context(device=device):
+        ours = Estimator().fit(X, y)
+        prediction = ours.predict(X)
+    assert np.shape(ours.coef_) == np.shape(theirs.coef_)
+    assert np.shape(ours.intercept_) == np.shape(theirs.intercept_)
+    assert prediction.shape == theirs.predict(X).shape
+    assert_allclose_rel(prediction, theirs.predict(X), 1e-8)

@@ -447,8 +447,10 @@ default='auto'
         operations = ("cholesky", "qr_r", "svd", "matmul")
         (coef, (X_offset, y_offset), used), backend = run_with_fallback(
             work, operations=operations, X=X, what=f"Ridge.fit ({solver})")
+        if coef.shape[0] == 1:  # one target: scikit-learn ravels coef_ (y 1-D or (n, 1))
+            coef = coef.ravel()
         if y.ndim == 1:
-            coef, y_offset = coef.ravel(), y_offset[0]
+            y_offset = y_offset[0]
         self.coef_ = coef
         self.intercept_ = _set_intercept(self.fit_intercept, X_offset, y_offset, coef)
         self.n_iter_ = None
@@ -482,8 +484,10 @@ default='auto'
             coef[:, cols] = factor.solve(B[:, cols])
         coef = coef.T
         dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
+        if coef.shape[0] == 1:
+            coef = coef.ravel()
         if y.ndim == 1:
-            coef, y_mean = coef.ravel(), y_mean[0]
+            y_mean = y_mean[0]
         self.coef_ = coef.astype(dtype, copy=False)
         self.intercept_ = _set_intercept(self.fit_intercept, mean, y_mean, coef)
         self.n_features_in_ = p
