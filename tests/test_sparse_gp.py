@@ -125,6 +125,17 @@ def test_device_neighbour_search_matches_kd_tree(rng, device, dimension):
     np.testing.assert_array_equal(np.sort(ops.to_host(r * n + c)), expected)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_cell_list_with_widely_spread_points(rng, device):
+    """Cells are looked up among the occupied ones only: a dense grid here would have
+    10^12 cells."""
+    ops = get_backend(device)
+    X = np.vstack([rng.uniform(0, 1e4, (500, 3)), rng.uniform(0, 1, (1500, 3))])
+    rows, cols = _sparse.neighbour_pairs(X, None, 0.1)
+    r, c = _sparse.cell_list_pairs(ops.xp, ops.asarray(X), 0.1)
+    np.testing.assert_array_equal(ops.to_host(r * 2000 + c), np.sort(rows * 2000 + cols))
+
+
 def _field(rng, n):
     """A rough 2-D field: correlation lengths a few times the point spacing."""
     X = rng.uniform(0, 1, (n, 2))

@@ -241,18 +241,23 @@ def cell_list_pairs(xp, X, radius):
     cell_id = cells @ xp.asarray(strides)
     order = xp.argsort(cell_id)
     sorted_ids = cell_id[order]
-    n_cells = int(np.prod(shape_host))
-    starts = xp.searchsorted(sorted_ids, xp.arange(n_cells), side="left")
-    ends = xp.searchsorted(sorted_ids, xp.arange(n_cells), side="right")
+    # the occupied cells only (no dense grid, however sparse the points): their ids, and
+    # where each one's points start and end in the sorted order
+    bounds = xp.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
+    cell_starts = xp.concatenate([xp.zeros(1, dtype=bounds.dtype), bounds])
+    cell_ends = xp.concatenate([bounds, xp.full(1, n, dtype=bounds.dtype)])
+    occupied = sorted_ids[cell_starts]
     rows_out, cols_out = [], []
     r2 = radius * radius
     for offset in np.ndindex(*(3,) * d):
         delta = xp.asarray(np.asarray(offset) - 1)
         neighbour = cells + delta
         inside = xp.all((neighbour >= 0) & (neighbour < shape), axis=1)
-        nid = xp.where(inside, neighbour @ xp.asarray(strides), 0)
-        first = xp.where(inside, starts[nid], 0)
-        counts = xp.where(inside, ends[nid] - first, 0)
+        nid = neighbour @ xp.asarray(strides)
+        pos = xp.minimum(xp.searchsorted(occupied, nid), occupied.shape[0] - 1)
+        found = inside & (occupied[pos] == nid)
+        first = xp.where(found, cell_starts[pos], 0)
+        counts = xp.where(found, cell_ends[pos] - first, 0)
         ends_cum = xp.cumsum(counts)
         total = int(ends_cum[-1]) if n else 0
         if total == 0:
