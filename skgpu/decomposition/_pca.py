@@ -190,8 +190,8 @@ class PCA(_SkPCA):
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features,)
         Defined only when X has string feature names.
-    backend_ : {'gpu', 'cpu'}
-        Where the last fit ran.
+    backend_ : {'gpu', 'cpu', 'dask'}
+        Where the last fit ran ('dask': on the workers of a dask array's scheduler).
     solver_ : str
         The solver the last fit used ('auto' resolved).
 

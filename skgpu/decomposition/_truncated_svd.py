@@ -75,8 +75,8 @@ class TruncatedSVD(_SkTruncatedSVD):
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features,)
         Names of features seen during fit; defined only when X has string feature names.
-    backend_ : {'gpu', 'cpu'}
-        Where the last fit ran.
+    backend_ : {'gpu', 'cpu', 'dask'}
+        Where the last fit ran ('dask': on the workers of a dask array's scheduler).
 
     See Also
     --------

@@ -368,8 +368,8 @@ default='auto'
         Defined only when X has string feature names.
     solver_ : str
         The solver used.
-    backend_ : {'gpu', 'cpu'}
-        Where the last fit ran.
+    backend_ : {'gpu', 'cpu', 'dask'}
+        Where the last fit ran ('dask': on the workers of a dask array's scheduler).
 
     Examples
     --------
@@ -701,8 +701,9 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features,)
         Defined only when X has string feature names.
-    backend_ : {'gpu', 'cpu'}
-        Where the leave-one-out ran (with ``cv`` given: where the final Ridge ran).
+    backend_ : {'gpu', 'cpu', 'dask'}
+        Where the leave-one-out ran (with ``cv`` given: where the final Ridge ran;
+        'dask': on the workers of a dask array's scheduler).
 
     Examples
     --------
