@@ -407,7 +407,7 @@ class GaussianProcessRegressor(_SkGPR):
         lml._ensure_pattern(support_radius(kernel))
         with _explain_not_positive_definite(kernel):
             factor = lml.factorize(kernel)
-        alpha_dev = factor.solve(lml.y).reshape(lml.y.shape)
+        alpha_dev = lml.solve_y(factor)
         state = ("sparse", ops.name, lml, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=None,
                           alpha=ops.to_host(alpha_dev), device_state=state,

@@ -379,6 +379,12 @@ class SparseLogMarginalLikelihood:
             self.factor.refactor(K)
         return self.factor
 
+    def solve_y(self, factor):
+        """K⁻¹ y, (n, T). One target goes in as a vector: cuDSS ties each solver (and
+        every refactorisation) to a right-hand-side shape, so one shape keeps one."""
+        y = self.y[:, 0] if self.y.shape[1] == 1 else self.y
+        return factor.solve(y).reshape(self.y.shape)
+
     def _value(self, kernel):
         from numpy.linalg import LinAlgError
 
@@ -388,8 +394,7 @@ class SparseLogMarginalLikelihood:
         except LinAlgError:
             self.factor = None  # a failed factorisation leaves no usable state
             return -np.inf
-        a = factor.solve(self.y)
-        a = a.reshape(self.y.shape)
+        a = self.solve_y(factor)
         return (-0.5 * float(self.ops.xp.vdot(self.y, a)) - 0.5 * n_targets * factor.logdet()
                 - n_targets * n / 2 * np.log(2 * np.pi))
 
@@ -434,31 +439,35 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
     if ops.is_gpu:
         import cupyx.scipy.sparse as csp
 
-        Ks = csp.csr_matrix((values, (pairs.rows, pairs.cols)), shape=(m, n))
+        Ks = csp.coo_matrix((values, (pairs.rows, pairs.cols)), shape=(m, n)).tocsr()
     else:
-        Ks = sp.csr_matrix((values, (rows, cols)), shape=(m, n))
+        Ks = sp.coo_matrix((values, (rows, cols)), shape=(m, n)).tocsr()
     mean = ops.to_host(ops.spmm(Ks, alpha_vec))
     if not (return_std or return_cov):
         return mean, None
     factor = lml.factor
-    KsT = Ks.T.tocsr()
     if return_cov:
         if m > MAX_COV_POINTS:
             raise ValueError(
                 f"return_cov / sample_y on the sparse path form a dense {m} x {m} "
                 f"covariance; ask for at most {MAX_COV_POINTS} points at a time."
             )
-        B = KsT.toarray()
+        B = Ks.T.toarray()
         Z = factor.solve(B).reshape(B.shape)
         cov = evaluate_dense_cov(ops, kernel, Xt) - ops.matmul(xp.ascontiguousarray(B.T), Z)
         return mean, ops.to_host(cov)
+    # Blocks of test points as right-hand sides of one fixed width (the last one padded
+    # with zero columns), so that cuDSS plans one solver for all of them.
     block = max(1, min(m, block_bytes // (8 * n)))
     var = np.empty(m)
     for start in range(0, m, block):
         stop = min(m, start + block)
-        B = KsT[:, start:stop].toarray()
+        B = Ks[start:stop].T.toarray()
+        if stop - start < block:
+            B = xp.concatenate([B, xp.zeros((n, block - (stop - start)))], axis=1)
         Z = factor.solve(B).reshape(B.shape)
-        var[start:stop] = kdiag[start:stop] - ops.to_host(xp.ones(n) @ (B * Z))
+        var[start:stop] = (kdiag[start:stop]
+                           - ops.to_host(xp.ones(n) @ (B * Z))[:stop - start])
     return mean, var
 
 
