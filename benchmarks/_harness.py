@@ -84,3 +84,22 @@ def machine():
         info |= {"gpu": props["name"].decode(), "cupy": cp.__version__,
                  "nvmath-python": nvmath.__version__}
     return info
+
+
+def run_cases(cases, doc, out=None):
+    """Run each case (a callable adding rows to ``doc["results"]``); a failure is recorded
+    as an "error" row and the others still run; the JSON is rewritten after each case so
+    that a later crash keeps what was measured."""
+    import json
+    import traceback
+
+    for case in cases:
+        try:
+            case()
+        except Exception:
+            doc["results"].append({"case": "error", "error": traceback.format_exc()[-2000:]})
+            print(f"case failed:\n{traceback.format_exc()[-500:]}", file=sys.stderr)
+        if out:
+            with open(out, "w") as f:
+                json.dump(doc, f, indent=1)
+    print(json.dumps(doc, indent=1))

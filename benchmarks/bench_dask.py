@@ -11,17 +11,15 @@ reported.
 """
 
 import argparse
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, machine, rel_diff, sync  # noqa: E402
+from _harness import GPU, machine, rel_diff, run_cases, timeit  # noqa: E402
 
 from skgpu.decomposition import PCA  # noqa: E402
 from skgpu.linear_model import RidgeCV  # noqa: E402
@@ -30,15 +28,7 @@ ALPHAS = np.logspace(-2, 4, 20)
 
 
 def _time(func, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
-        out = func()
-        sync()
-        times.append(time.perf_counter() - start)
-    return out, {"median_s": float(np.median(times)), "min_s": min(times),
-                 "max_s": max(times), "repeats": repeats}
+    return timeit(func, repeats, warmup=0)
 
 
 def _compare(row, ours, ref):
@@ -131,17 +121,7 @@ def main():
         else:
             results.append({"case": "two GPUs", "not_run": "only one GPU visible"})
         cases.append(lambda: cpu_case(2_000_000, 64, 16, 8, results))
-    for case in cases:
-        try:
-            case()
-        except Exception:  # recorded; the others still run
-            import traceback
-
-            results.append({"case": "error", "error": traceback.format_exc()[-2000:]})
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(doc, f, indent=1)
-    print(json.dumps(doc, indent=1))
+    run_cases(cases, doc, args.out)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ times are reported.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,7 +17,15 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, PeakGPUMemory, machine, rel_diff, sync, timeit  # noqa: E402
+from _harness import (  # noqa: E402
+    GPU,
+    PeakGPUMemory,
+    machine,
+    rel_diff,
+    run_cases,
+    sync,
+    timeit,
+)
 from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR  # noqa: E402
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel  # noqa: E402
 from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
@@ -217,18 +224,7 @@ def main():
             lambda: large_n(50000, results),
         ]
     doc = {"machine": machine(), "results": results}
-    for case in cases:
-        try:
-            case()
-        except Exception as exc:  # record and go on: one failure must not hide the rest
-            import traceback
-
-            results.append({"case": "error", "error": traceback.format_exc()[-2000:]})
-            print(f"case failed: {exc!r}", file=sys.stderr)
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(doc, f, indent=1)
-    print(json.dumps(doc, indent=1))
+    run_cases(cases, doc, args.out)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ the dense path on a subset before times are reported.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,7 +17,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import machine, sync, timeit  # noqa: E402
+from _harness import machine, run_cases, sync, timeit  # noqa: E402
 from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 from sklearn.gaussian_process.kernels import Matern, WhiteKernel  # noqa: E402
 
@@ -112,17 +111,7 @@ def main():
         cases = [lambda: bench(400_000, "gpu", results, 3, True),
                  lambda: bench(50_000, "cpu", results, 1, False)]
     doc = {"machine": machine(), "results": results}
-    for case in cases:
-        try:
-            case()
-        except Exception:  # record and go on
-            import traceback
-
-            results.append({"case": "error", "error": traceback.format_exc()[-2000:]})
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(doc, f, indent=1)
-    print(json.dumps(doc, indent=1))
+    run_cases(cases, doc, args.out)
 
 
 if __name__ == "__main__":
