@@ -214,17 +214,23 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
 
 
 # --- randomized SVD (TruncatedSVD) -------------------------------------------------------
-def _range_r_block(block, Q, device):
+def _chunk(ops, block, mean):
+    """The chunk on its backend, centred by ``mean`` when given (PCA)."""
+    X = ops.asarray(block)
+    return X if mean is None else X - ops.asarray(mean, dtype=X.dtype)
+
+
+def _range_r_block(block, Q, device, mean=None):
     """R of the chunk's X_i Q (the product is not kept)."""
     ops = _ops(block, device, ("matmul", "qr_r"))
-    X = ops.asarray(block)
+    X = _chunk(ops, block, mean)
     return ops.to_host(ops.qr_r(ops.matmul(X, ops.asarray(Q, dtype=X.dtype))))
 
 
-def _range_back_block(block, Q, R_inv, device):
+def _range_back_block(block, Q, R_inv, device, mean=None):
     """X_iᵀ (X_i Q R⁻¹): the chunk's part of Xᵀ times the orthonormalised range."""
     ops = _ops(block, device, ("matmul",))
-    X = ops.asarray(block)
+    X = _chunk(ops, block, mean)
     Y = ops.matmul(ops.matmul(X, ops.asarray(Q, dtype=X.dtype)),
                    ops.asarray(R_inv, dtype=X.dtype))
     return ops.to_host(ops.matmul(X.T, Y)).astype(np.float64)
@@ -241,7 +247,25 @@ def _moments_block(block, V, mean, mean_t, device):
     return float(ops.xp.vdot(Xc, Xc)), ops.to_host((Tc * Tc).sum(axis=0))
 
 
-def randomized_svd(X, k, *, n_oversamples, n_iter, random_state):
+def _centred_sq_sum(block, mean, device):
+    ops = _ops(block, device, ("matmul",))
+    X = ops.asarray(block, dtype=np.float64) - ops.asarray(mean)
+    return float(ops.xp.vdot(X, X))
+
+
+def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
+    """PCA by the randomized SVD of the implicitly centred X (each chunk centred where it
+    lives): (n, mean, S, Vt, total variance)."""
+    check_row_chunked(X)
+    device = _device()
+    n, _, mean, _ = _means(X, None, None, True, device)
+    S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
+                           random_state=random_state, mean=mean)
+    total = sum(_compute([_delayed(_centred_sq_sum)(b, mean, device) for b in _blocks(X)]))
+    return n, mean, S, Vt, total / (n - 1)
+
+
+def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None):
     """Halko et al. over row chunks, with scikit-learn's random draws: each power
     iteration is one pass for the R of X Q (TSQR), one for Xᵀ(X Q R⁻¹); the small factors
     are orthonormalised on the client. Returns (S, Vt) of the top ``k``.
@@ -265,16 +289,18 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state):
     blocks = _blocks(X)
 
     def orthonormal_range(Q):
-        R = cpu.qr_r(np.vstack(_compute([_delayed(_range_r_block)(b, Q, device)
+        R = cpu.qr_r(np.vstack(_compute([_delayed(_range_r_block)(b, Q, device, mean)
                                          for b in blocks])).astype(np.float64))
         return np.linalg.inv(R)
 
     for _ in range(n_iter):
         R_inv = orthonormal_range(Q)
-        Z = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device) for b in blocks]))
+        Z = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device, mean)
+                          for b in blocks]))
         Q = np.linalg.qr(Z)[0].astype(Q.dtype, copy=False)
     R_inv = orthonormal_range(Q)
-    Bt = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device) for b in blocks]))
+    Bt = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device, mean)
+                       for b in blocks]))
     _, s, Vt = cpu.svd(Bt.T)  # B = (X Q R⁻¹)ᵀ X, l × p
     return s[:k], Vt[:k]
 

@@ -50,6 +50,19 @@ def test_pca(client, rng, dtype, chunk):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pca_randomized(client, rng, dtype, seed):
+    """The sketch of the (implicitly centred) chunks with the in-memory fit's draws."""
+    X = ((rng.standard_normal((3000, 6)) * np.geomspace(20, 4, 6))
+         @ rng.standard_normal((6, 30)) + rng.standard_normal((3000, 30)) + 5).astype(dtype)
+    Xd = da.from_array(X, chunks=(700, -1))
+    params = dict(n_components=4, svd_solver="randomized", random_state=seed)
+    ours, ref = PCA(**params).fit(Xd), PCA(**params).fit(X)
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_",
+                 "singular_values_", "mean_", "noise_variance_"):
+        assert_allclose_rel(getattr(ours, name), getattr(ref, name), _tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_iter", [2, 5])
 def test_truncated_svd(client, rng, dtype, n_iter, seed):
     """The same random draws as an in-memory fit, so the same result up to rounding."""
@@ -125,6 +138,8 @@ def test_clear_errors(client, rng):
     with pytest.raises(ValueError, match=r"chunked along features.*rechunk\(\{1: -1\}\)"):
         PCA(2).fit(by_features)
     Xd = da.from_array(X, chunks=(200, -1))
+    with pytest.raises(ValueError, match="svd_solver='arpack' needs the whole matrix"):
+        PCA(2, svd_solver="arpack").fit(Xd)
     with pytest.raises(ValueError, match="svd_solver='full' needs the whole matrix"):
         PCA(2, svd_solver="full").fit(Xd)
     with pytest.raises(ValueError, match="use solver='auto' or 'cholesky'"):

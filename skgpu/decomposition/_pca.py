@@ -263,22 +263,30 @@ class PCA(_SkPCA):
 
     def _fit_dask(self, X):
         """Covariance from per-chunk Gram blocks and sums on the workers (skgpu._dask)."""
-        from .._dask import check_row_chunked, pca_covariance
+        from .._dask import check_row_chunked, pca_covariance, pca_randomized
 
         check_row_chunked(X)
         solver = "covariance_eigh" if self.svd_solver == "auto" else self.svd_solver
-        if solver != "covariance_eigh":
+        if solver not in ("covariance_eigh", "randomized"):
             raise ValueError(
                 f"svd_solver={self.svd_solver!r} needs the whole matrix in one memory; "
                 "with dask input use svd_solver='covariance_eigh' (or 'auto'), which "
-                "needs only per-chunk Gram matrices."
+                "needs only per-chunk Gram matrices, or 'randomized'."
             )
         n_samples, n_features = X.shape
         n_components = (min(X.shape) if self.n_components is None else self.n_components)
         self._check_n_components(solver, n_components, n_samples, n_features)
-        n, mean, C = pca_covariance(X)
         cpu = get_backend("cpu")
-        result = _from_covariance(cpu, C, mean, n)
+        if solver == "randomized":
+            n, mean, S, Vt, total_var = pca_randomized(
+                X, n_components, n_oversamples=self.n_oversamples,
+                n_iter=self.iterated_power, random_state=check_random_state(self.random_state))
+            _, Vt = _flip_signs(cpu, None, np.ascontiguousarray(Vt))
+            result = _Decomposition(mean=mean, S=S, Vt=Vt,
+                                    explained_variance=S**2 / (n - 1), total_var=total_var)
+        else:
+            n, mean, C = pca_covariance(X)
+            result = _from_covariance(cpu, C, mean, n)
         dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
         self._set_fitted(result, solver, n_components, n_samples, n_features, dtype)
         self.n_features_in_ = n_features
