@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -62,6 +63,15 @@ class _LogMarginalLikelihood:
         return Km, grads
 
     def __call__(self, kernel, eval_gradient=False):
+        start = time.perf_counter()
+        out = self._evaluate(kernel, eval_gradient)
+        logger.debug("LML evaluation %d on %s (n=%d%s): %.10g in %.3f s",
+                     self.n_evaluations, self.ops.name, self.y.shape[0],
+                     ", with gradient" if eval_gradient else "",
+                     out[0] if eval_gradient else out, time.perf_counter() - start)
+        return out
+
+    def _evaluate(self, kernel, eval_gradient):
         from numpy.linalg import LinAlgError
 
         ops, xp, y = self.ops, self.ops.xp, self.y
@@ -488,7 +498,13 @@ class GaussianProcessRegressor(_SkGPR):
 
                 ops = get_backend("cpu")
             if sparse:
-                lml = SparseLogMarginalLikelihood(ops, self.X_train_, self.y_train_, alpha)
+                # kept between calls: its pattern and the solver's analysis are reused
+                cache = self.__dict__.setdefault("_device_cache", {})
+                lml = cache.get(("lml", ops.name))
+                if lml is None:
+                    lml = SparseLogMarginalLikelihood(ops, self.X_train_, self.y_train_,
+                                                      alpha)
+                    cache[("lml", ops.name)] = lml
                 return lml(kernel, eval_gradient)
             X = self._state_on(ops)[2] if vector else self.X_train_
             return _LogMarginalLikelihood(ops, X, self.y_train_, alpha)(kernel, eval_gradient)

@@ -16,11 +16,16 @@ nor SciPy provides.)
 
 from __future__ import annotations
 
+import logging
+import time
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.gaussian_process import kernels as skk
 
 from .kernels import Tapered, Wendland, wendland, wendland_log_radius_gradient
+
+logger = logging.getLogger("skgpu")
 
 #: Step in log-theta of the central-difference LML gradient.
 FD_STEP = 1e-4
@@ -399,6 +404,15 @@ class SparseLogMarginalLikelihood:
                 - n_targets * n / 2 * np.log(2 * np.pi))
 
     def __call__(self, kernel, eval_gradient=False):
+        start = time.perf_counter()
+        out = self._evaluate(kernel, eval_gradient)
+        logger.debug("sparse LML evaluation %d on %s (n=%d, nnz=%d%s): %.10g in %.3f s",
+                     self.n_evaluations, self.ops.name, self.y.shape[0],
+                     self.pattern.pairs.size, ", with gradient" if eval_gradient else "",
+                     out[0] if eval_gradient else out, time.perf_counter() - start)
+        return out
+
+    def _evaluate(self, kernel, eval_gradient):
         self.n_evaluations += 1
         radius = support_radius(kernel)
         theta = kernel.theta
