@@ -433,9 +433,7 @@ class SparseLogMarginalLikelihood:
             up = self._value(kernel.clone_with_theta(theta + step))
             down = self._value(kernel.clone_with_theta(theta - step))
             grad[j] = (up - down) / (2 * FD_STEP)
-        # leave the factor at theta itself for the caller's solves
-        self._value(kernel)
-        return value, grad
+        return value, grad  # the factor now holds the last step's matrix, not theta's
 
 
 def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, return_cov,
