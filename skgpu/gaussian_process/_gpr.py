@@ -370,9 +370,10 @@ class GaussianProcessRegressor(_SkGPR):
 
     def _use_sparse(self, kernel):
         """Whether the fit takes the sparse path (``cholesky`` resolved)."""
-        if self.cholesky == "dense" or not kernel.requires_vector_input:
+        if self.cholesky == "dense":
             return False
-        why = sparse_unsupported_reason(kernel)
+        why = (sparse_unsupported_reason(kernel) if kernel.requires_vector_input
+               else "the kernel works on structures, not feature vectors")
         if self.cholesky == "sparse" and why is not None:
             raise ValueError(f"cholesky='sparse' is not possible: {why}.")
         return why is None
