@@ -131,6 +131,77 @@ def _length_scales(kernel, X):
     return ls
 
 
+# The formulas of the stationary kernels as functions of squared distances, shared by
+# the dense evaluation here and the pairwise one of the sparse path (``_sparse``).
+def matern_nu(kernel):
+    return np.inf if type(kernel) is skk.RBF else float(kernel.nu)
+
+
+def matern_values(xp, r2, nu):
+    """K of RBF (nu = inf) / Matern at scaled squared distances ``r2``, and a function
+    giving C with ∂K/∂log l = C · r² (per ARD dimension: C · ((x_d - y_d)/l_d)²)."""
+    if nu == np.inf:
+        K = xp.exp(-0.5 * r2)
+        return K, lambda: K
+    r = xp.sqrt(r2)
+    if nu == 0.5:
+        K = xp.exp(-r)
+
+        def common():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return xp.where(r > 0, K / xp.where(r > 0, r, 1.0), 0.0)
+    elif nu == 1.5:
+        s = r * np.sqrt(3.0)
+        K = (1.0 + s) * xp.exp(-s)
+
+        def common():
+            return 3.0 * xp.exp(-np.sqrt(3.0) * r)
+    else:
+        s = r * np.sqrt(5.0)
+        K = (1.0 + s + s * s / 3.0) * xp.exp(-s)
+
+        def common():
+            sr = np.sqrt(5.0) * r
+            return 5.0 / 3.0 * (sr + 1.0) * xp.exp(-sr)
+    return K, common
+
+
+def rq_values(xp, d2, kernel, eval_gradient):
+    """RationalQuadratic at squared distances: K and its gradient functions (theta order:
+    alpha, then length_scale)."""
+    if np.iterable(kernel.length_scale) and np.size(kernel.length_scale) > 1:
+        raise AttributeError(
+            "RationalQuadratic kernel only supports isotropic version, please use a "
+            "single scalar for length_scale"
+        )
+    ls, a = float(np.ravel(kernel.length_scale)[0]), float(kernel.alpha)
+    base = 1.0 + d2 / (2.0 * a * ls**2)
+    K = base**-a
+    fns = []
+    if eval_gradient:
+        if not kernel.hyperparameter_alpha.fixed:
+            fns.append(lambda: K * (-a * xp.log(base) + d2 / (2.0 * ls**2 * base)))
+        if not kernel.hyperparameter_length_scale.fixed:
+            fns.append(lambda: d2 * K / (ls**2 * base))
+    return K, fns
+
+
+def exp_sine_squared_values(xp, d2, kernel, eval_gradient):
+    """ExpSineSquared at squared distances: K and its gradient functions (theta order:
+    length_scale, then periodicity)."""
+    ls, p = float(kernel.length_scale), float(kernel.periodicity)
+    arg = (np.pi / p) * xp.sqrt(d2)
+    sin_arg = xp.sin(arg)
+    K = xp.exp(-2.0 * (sin_arg / ls) ** 2)
+    fns = []
+    if eval_gradient:
+        if not kernel.hyperparameter_length_scale.fixed:
+            fns.append(lambda: 4.0 / ls**2 * sin_arg**2 * K)
+        if not kernel.hyperparameter_periodicity.fixed:
+            fns.append(lambda: 4.0 / ls**2 * arg * xp.cos(arg) * sin_arg * K)
+    return K, fns
+
+
 def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
     """K(X, Y) (Y None: K(X, X)) as a term, and gradient thunks if asked."""
     xp = ops.xp
@@ -180,36 +251,14 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
     if t in (skk.RBF, skk.Matern):
         ls = _length_scales(kernel, X)
         ard = ls.size > 1
-        nu = np.inf if t is skk.RBF else float(kernel.nu)
         scale = ops.asarray(ls if ard else np.full(X.shape[1], ls[0]))
         Xs = X / scale
         r2 = ops.sq_dist(Xs, Xs if symmetric else Yv / scale)
         if symmetric:
             r2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
-        if nu == np.inf:
-            K = xp.exp(-0.5 * r2)
-        else:
-            r = xp.sqrt(r2)
-            if nu == 0.5:
-                K = xp.exp(-r)
-            elif nu == 1.5:
-                K = r * np.sqrt(3.0)
-                K = (1.0 + K) * xp.exp(-K)
-            else:
-                K = r * np.sqrt(5.0)
-                K = (1.0 + K + K * K / 3.0) * xp.exp(-K)
-        fixed = kernel.hyperparameter_length_scale.fixed
-        if eval_gradient and not fixed:
-            if nu == np.inf:
-                common = K
-            elif nu == 0.5:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    common = xp.where(r > 0, K / xp.where(r > 0, r, 1.0), 0.0)
-            elif nu == 1.5:
-                common = 3.0 * xp.exp(-np.sqrt(3.0) * r)
-            else:
-                sr = np.sqrt(5.0) * r
-                common = 5.0 / 3.0 * (sr + 1.0) * xp.exp(-sr)
+        K, common_of = matern_values(xp, r2, matern_nu(kernel))
+        if eval_gradient and not kernel.hyperparameter_length_scale.fixed:
+            common = common_of()
             if ard:
                 def column(d):
                     x = Xs[:, d]
@@ -221,41 +270,14 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
                 grads = [lambda: _Term("full", common * r2)]
         return _Term("full", K, owned=not grads), grads
 
-    if t is skk.RationalQuadratic:
-        if np.iterable(kernel.length_scale) and np.size(kernel.length_scale) > 1:
-            raise AttributeError(
-                "RationalQuadratic kernel only supports isotropic version, please use a "
-                "single scalar for length_scale"
-            )
-        ls, a = float(np.ravel(kernel.length_scale)[0]), float(kernel.alpha)
+    if t in (skk.RationalQuadratic, skk.ExpSineSquared):
         d2 = ops.sq_dist(X, Yv)
         if symmetric:
             d2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
-        base = 1.0 + d2 / (2.0 * a * ls**2)
-        K = base**-a
-        if eval_gradient:  # theta order: alpha, then length_scale
-            if not kernel.hyperparameter_alpha.fixed:
-                grads.append(lambda: _Term(
-                    "full", K * (-a * xp.log(base) + d2 / (2.0 * ls**2 * base))))
-            if not kernel.hyperparameter_length_scale.fixed:
-                grads.append(lambda: _Term("full", d2 * K / (ls**2 * base)))
-        return _Term("full", K, owned=not grads), grads
-
-    if t is skk.ExpSineSquared:
-        ls, p = float(kernel.length_scale), float(kernel.periodicity)
-        d2 = ops.sq_dist(X, Yv)
-        if symmetric:
-            d2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
-        arg = (np.pi / p) * xp.sqrt(d2)
-        del d2
-        sin_arg = xp.sin(arg)
-        K = xp.exp(-2.0 * (sin_arg / ls) ** 2)
-        if eval_gradient:
-            if not kernel.hyperparameter_length_scale.fixed:
-                grads.append(lambda: _Term("full", 4.0 / ls**2 * sin_arg**2 * K))
-            if not kernel.hyperparameter_periodicity.fixed:
-                grads.append(lambda: _Term(
-                    "full", 4.0 / ls**2 * arg * xp.cos(arg) * sin_arg * K))
+        values = rq_values if t is skk.RationalQuadratic else exp_sine_squared_values
+        K, fns = values(xp, d2, kernel, eval_gradient)
+        del d2  # what the gradients need, they hold
+        grads = [(lambda f=f: _Term("full", f())) for f in fns]
         return _Term("full", K, owned=not grads), grads
 
     # Anything else: scikit-learn on the host, moved to the backend.

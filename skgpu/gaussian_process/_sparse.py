@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.gaussian_process import kernels as skk
 
+from ._kernel_eval import exp_sine_squared_values, matern_nu, matern_values, rq_values
 from .kernels import Tapered, Wendland, wendland, wendland_log_radius_gradient
 
 logger = logging.getLogger("skgpu")
@@ -165,24 +166,10 @@ def pair_values(kernel, pairs, eval_gradient=False):
         ls = np.atleast_1d(np.asarray(kernel.length_scale, dtype=np.float64))
         ard = ls.size > 1
         r2 = pairs.sq_dist(ls) if ard else pairs.sq_dist() / ls[0] ** 2
-        nu = np.inf if t is skk.RBF else float(kernel.nu)
-        r = None if nu == np.inf else xp.sqrt(r2)
-        if nu == np.inf:
-            K = xp.exp(-0.5 * r2)
-            common = K
-        elif nu == 0.5:
-            K = xp.exp(-r)
-            common = xp.where(r > 0, K / xp.where(r > 0, r, 1.0), 0.0)
-        elif nu == 1.5:
-            s = np.sqrt(3.0) * r
-            K = (1.0 + s) * xp.exp(-s)
-            common = 3.0 * xp.exp(-s)
-        else:
-            s = np.sqrt(5.0) * r
-            K = (1.0 + s + s * s / 3.0) * xp.exp(-s)
-            common = 5.0 / 3.0 * (s + 1.0) * xp.exp(-s)
+        K, common_of = matern_values(xp, r2, matern_nu(kernel))
         grads = []
         if eval_gradient and not kernel.hyperparameter_length_scale.fixed:
+            common = common_of()
             if ard:
                 grads = [(lambda d=d: common * pairs.diffs(d, ls[d]) ** 2)
                          for d in range(pairs.X.shape[1])]
@@ -190,29 +177,9 @@ def pair_values(kernel, pairs, eval_gradient=False):
                 grads = [lambda: common * r2]
         return K, grads
     if t is skk.RationalQuadratic:
-        ls, a = float(np.ravel(kernel.length_scale)[0]), float(kernel.alpha)
-        d2 = pairs.sq_dist()
-        base = 1.0 + d2 / (2.0 * a * ls**2)
-        K = base**-a
-        grads = []
-        if eval_gradient:
-            if not kernel.hyperparameter_alpha.fixed:
-                grads.append(lambda: K * (-a * xp.log(base) + d2 / (2.0 * ls**2 * base)))
-            if not kernel.hyperparameter_length_scale.fixed:
-                grads.append(lambda: d2 * K / (ls**2 * base))
-        return K, grads
+        return rq_values(xp, pairs.sq_dist(), kernel, eval_gradient)
     if t is skk.ExpSineSquared:
-        ls, p = float(kernel.length_scale), float(kernel.periodicity)
-        arg = (np.pi / p) * xp.sqrt(pairs.sq_dist())
-        sin_arg = xp.sin(arg)
-        K = xp.exp(-2.0 * (sin_arg / ls) ** 2)
-        grads = []
-        if eval_gradient:
-            if not kernel.hyperparameter_length_scale.fixed:
-                grads.append(lambda: 4.0 / ls**2 * sin_arg**2 * K)
-            if not kernel.hyperparameter_periodicity.fixed:
-                grads.append(lambda: 4.0 / ls**2 * arg * xp.cos(arg) * sin_arg * K)
-        return K, grads
+        return exp_sine_squared_values(xp, pairs.sq_dist(), kernel, eval_gradient)
     raise ValueError(f"{t.__name__} is not supported on the sparse path")
 
 
