@@ -103,3 +103,13 @@ def run_cases(cases, doc, out=None):
             with open(out, "w") as f:
                 json.dump(doc, f, indent=1)
     print(json.dumps(doc, indent=1))
+
+
+def standard_parser(description=None):
+    """The options every benchmark script takes: --quick (CPU-sized) and --out (JSON)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="small sizes, CPU only")
+    parser.add_argument("--out", default=None, help="write the JSON here too")
+    return parser

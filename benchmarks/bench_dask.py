@@ -10,7 +10,6 @@ beside scikit-learn. Fitted attributes are compared with the in-memory fit befor
 reported.
 """
 
-import argparse
 import os
 import sys
 
@@ -19,7 +18,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, machine, rel_diff, run_cases, timeit  # noqa: E402
+from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit  # noqa: E402
 
 from skgpu.decomposition import PCA  # noqa: E402
 from skgpu.linear_model import RidgeCV  # noqa: E402
@@ -97,9 +96,7 @@ def cpu_case(n, p, n_chunks, workers, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=None)
+    parser = standard_parser(__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=None)
     args = parser.parse_args()
     results = []

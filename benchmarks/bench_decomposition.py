@@ -6,8 +6,6 @@ Times are medians over repeats after a warm-up, with the device synchronised; re
 checked against scikit-learn before any time is reported.
 """
 
-import argparse
-import json
 import os
 import sys
 
@@ -17,7 +15,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import sklearn  # noqa: E402
-from _harness import GPU, PeakGPUMemory, machine, rel_diff, sync, timeit  # noqa: E402
+from _harness import (  # noqa: E402
+    GPU,
+    PeakGPUMemory,
+    machine,
+    rel_diff,
+    run_cases,
+    standard_parser,
+    sync,
+    timeit,
+)
 from sklearn import decomposition as skd  # noqa: E402
 
 import skgpu  # noqa: E402
@@ -122,23 +129,15 @@ def bench_tsvd(n, p, nnz, k, repeats, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args()
+    args = standard_parser(__doc__.splitlines()[0]).parse_args()
     results = []
     if args.quick:
-        bench_pca(20_000, 64, 8, 3, results)
-        bench_tsvd(20_000, 5_000, 100_000, 16, 3, results)
+        cases = [lambda: bench_pca(20_000, 64, 8, 3, results),
+                 lambda: bench_tsvd(20_000, 5_000, 100_000, 16, 3, results)]
     else:
-        bench_pca(1_000_000, 256, 16, 7, results)
-        bench_tsvd(500_000, 100_000, 10_000_000, 64, 5, results)
-    doc = {"machine": machine(), "results": results}
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        cases = [lambda: bench_pca(1_000_000, 256, 16, 7, results),
+                 lambda: bench_tsvd(500_000, 100_000, 10_000_000, 64, 5, results)]
+    run_cases(cases, {"machine": machine(), "results": results}, args.out)
 
 
 if __name__ == "__main__":

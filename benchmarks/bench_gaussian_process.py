@@ -7,7 +7,6 @@ of 8 inputs plus noise. LML values and gradients are checked against scikit-lear
 times are reported.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -23,6 +22,7 @@ from _harness import (  # noqa: E402
     machine,
     rel_diff,
     run_cases,
+    standard_parser,
     sync,
     timeit,
 )
@@ -195,9 +195,7 @@ def large_n(n, results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=None)
+    parser = standard_parser(__doc__.splitlines()[0])
     parser.add_argument("--sklearn-fit", action="store_true",
                         help="also time scikit-learn's whole fit at n=3000 (minutes)")
     args = parser.parse_args()

@@ -6,8 +6,6 @@ Times are medians over repeats after a warm-up, with the device synchronised; al
 coef_ are checked against scikit-learn before any time is reported.
 """
 
-import argparse
-import json
 import os
 import sys
 
@@ -17,7 +15,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import sklearn  # noqa: E402
-from _harness import GPU, machine, rel_diff, timeit  # noqa: E402
+from _harness import (  # noqa: E402
+    GPU,
+    machine,
+    rel_diff,
+    run_cases,
+    standard_parser,
+    timeit,
+)
 from sklearn import linear_model as skl  # noqa: E402
 
 import skgpu  # noqa: E402
@@ -94,23 +99,15 @@ def bench_ridgecv(n, p, n_targets, n_alphas, repeats, results, sklearn_repeats=1
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args()
+    args = standard_parser(__doc__.splitlines()[0]).parse_args()
     results = []
     if args.quick:
-        bench_ridgecv(20_000, 64, 1, 20, 3, results)
-        bench_ridgecv(20_000, 64, 10, 20, 3, results)
+        cases = [lambda: bench_ridgecv(20_000, 64, 1, 20, 3, results),
+                 lambda: bench_ridgecv(20_000, 64, 10, 20, 3, results)]
     else:
-        bench_ridgecv(500_000, 256, 1, 20, 9, results)
-        bench_ridgecv(500_000, 256, 100, 20, 7, results)
-    doc = {"machine": machine(), "results": results}
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        cases = [lambda: bench_ridgecv(500_000, 256, 1, 20, 9, results),
+                 lambda: bench_ridgecv(500_000, 256, 100, 20, 7, results)]
+    run_cases(cases, {"machine": machine(), "results": results}, args.out)
 
 
 if __name__ == "__main__":

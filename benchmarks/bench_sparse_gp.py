@@ -7,7 +7,6 @@ Tapered(ConstantKernel × Matern(nu=1.5)) + WhiteKernel. The sparse LML is check
 the dense path on a subset before times are reported.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -17,7 +16,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import machine, run_cases, sync, timeit  # noqa: E402
+from _harness import machine, run_cases, standard_parser, sync, timeit  # noqa: E402
 from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 from sklearn.gaussian_process.kernels import Matern, WhiteKernel  # noqa: E402
 
@@ -99,9 +98,7 @@ def bench(n, device, results, repeats, full_fit):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=None)
+    parser = standard_parser(__doc__.splitlines()[0])
     args = parser.parse_args()
     results = []
     check_against_dense(results)
