@@ -156,3 +156,54 @@ def test_clear_errors(client, rng):
     bad[5, 3] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):
         PCA(2).fit(da.from_array(bad, chunks=(200, -1)))
+
+
+def _gpu_chunks(cp, A, rows):
+    return da.from_array(cp.asarray(A), chunks=(rows,) + A.shape[1:], asarray=False)
+
+
+def _check_all_estimators(cp, rng, dtype, rows):
+    """CuPy-chunked fits equal in-memory NumPy fits; outputs stay lazy, chunked and CuPy."""
+    X, Y = _data(rng, 2400, 12, 1, dtype)
+    y = Y[:, 0]
+    Xd, yd = _gpu_chunks(cp, X, rows), _gpu_chunks(cp, y, rows)
+    pca = PCA(n_components=4).fit(Xd)
+    ref = PCA(n_components=4, svd_solver="covariance_eigh").fit(X)
+    for name in ("components_", "explained_variance_", "mean_"):
+        assert_allclose_rel(getattr(pca, name), getattr(ref, name), _tol(dtype))
+    Z = pca.transform(Xd)
+    assert isinstance(Z, da.Array) and Z.chunks[0] == Xd.chunks[0]
+    Zc = Z.compute()
+    assert isinstance(Zc, cp.ndarray)
+    assert_allclose_rel(cp.asnumpy(Zc), ref.transform(X), _tol(dtype))
+    params = dict(n_components=3, n_iter=4, random_state=0)
+    svd, svd_ref = TruncatedSVD(**params).fit(Xd), TruncatedSVD(**params).fit(X)
+    assert_allclose_rel(svd.singular_values_, svd_ref.singular_values_, _tol(dtype))
+    alphas = [0.01, 1.0, 100.0]
+    cv, cv_ref = RidgeCV(alphas=alphas).fit(Xd, yd), RidgeCV(alphas=alphas).fit(X, y)
+    assert cv.alpha_ == cv_ref.alpha_
+    assert_allclose_rel(cv.coef_, cv_ref.coef_, _tol(dtype))
+    assert_allclose_rel(cp.asnumpy(cv.predict(Xd).compute()), cv_ref.predict(X), _tol(dtype))
+    ridge, ridge_ref = Ridge(alpha=3.0).fit(Xd, yd), Ridge(alpha=3.0).fit(X, y)
+    assert_allclose_rel(ridge.coef_, ridge_ref.coef_, _tol(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cupy_chunks(client, rng, dtype):
+    """CuPy chunks on the (threaded) LocalCluster: every chunk's work runs on the GPU."""
+    cp = pytest.importorskip("cupy")
+    _check_all_estimators(cp, rng, dtype, 500)
+
+
+@pytest.mark.gpu
+def test_dask_cuda_workers():
+    """dask-cuda's LocalCUDACluster, one worker per visible GPU (at most two here)."""
+    cp = pytest.importorskip("cupy")
+    dask_cuda = pytest.importorskip("dask_cuda")
+    n_gpus = min(2, cp.cuda.runtime.getDeviceCount())
+    with dask_cuda.LocalCUDACluster(n_workers=n_gpus, threads_per_worker=1,
+                                    dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as cuda_client:
+        assert len(cuda_client.scheduler_info()["workers"]) == n_gpus
+        _check_all_estimators(cp, np.random.default_rng(7), np.float64, 300)
