@@ -18,7 +18,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import skgpu  # noqa: E402
 from skgpu.backends import gpu_status  # noqa: E402
 
-GPU = gpu_status()[0]
+def _probe_gpu():
+    # A process that multiprocessing spawned (a dask worker, say) re-imports the benchmark
+    # script; probing CUDA there would make a context on device 0 before dask-cuda has
+    # given that worker its own GPU.
+    import multiprocessing
+
+    return multiprocessing.parent_process() is None and gpu_status()[0]
+
+
+GPU = _probe_gpu()
 if GPU:
     import cupy as cp
 

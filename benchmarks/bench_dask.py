@@ -43,24 +43,48 @@ def fit_both(X, y):
             RidgeCV(alphas=ALPHAS).fit(X, y))
 
 
-def gpu_case(n, p, n_chunks, n_gpus, results):
+def _gpu_block_X(block_id, rows, p, seed):
+    """Row block ``block_id`` of X, drawn on the GPU that runs it (a worker's or ours)."""
+    import cupy as cp
+
+    return cp.random.default_rng(seed + block_id).standard_normal((rows, p), dtype=cp.float32)
+
+
+def _gpu_block_y(Xb, block_id, seed):
+    import cupy as cp
+
+    noise = cp.random.default_rng(seed + 10_000 + block_id).standard_normal(
+        Xb.shape[0], dtype=cp.float32)
+    return Xb[:, :8].sum(axis=1, dtype=cp.float32) + noise
+
+
+def gpu_case(n, p, n_chunks, n_gpus, results, seed=0):
     import cupy as cp
     import dask.array as da
     from dask_cuda import LocalCUDACluster
+    import distributed
     from distributed import Client
 
-    rng = cp.random.default_rng(0)
-    X = rng.standard_normal((n, p), dtype=cp.float32)
-    y = X[:, :8].sum(axis=1, dtype=cp.float32) + rng.standard_normal(n, dtype=cp.float32)
+    chunk = n // n_chunks
+    # The same blocks in memory on this GPU (the reference fit) and made on the workers by
+    # the same generator (as a user's data would already be there): no 8 GB shipped around.
+    X = cp.concatenate([_gpu_block_X(i, chunk, p, seed) for i in range(n_chunks)])
+    y = cp.concatenate([_gpu_block_y(X[i * chunk:(i + 1) * chunk], i, seed)
+                        for i in range(n_chunks)])
     ref, t_mem = _time(lambda: fit_both(X, y), 3)
+    del X, y
+    cp.get_default_memory_pool().free_all_blocks()
     row = {"case": f"PCA + RidgeCV, X {n}x{p} float32, {n_chunks} chunks, "
                    f"{n_gpus} dask-cuda worker(s)", "in_memory_one_gpu": t_mem}
-    chunk = n // n_chunks
     with LocalCUDACluster(n_workers=n_gpus, threads_per_worker=1) as cluster, \
             Client(cluster) as client:
-        Xd = da.from_array(X, chunks=(chunk, p), asarray=False)
-        yd = da.from_array(y, chunks=(chunk,), asarray=False)
-        Xd, yd = client.persist([Xd, yd])  # data on the workers, as a user's would be
+        meta = cp.empty((0, 0), dtype=cp.float32)
+        Xd = da.map_blocks(lambda block_id=None: _gpu_block_X(block_id[0], chunk, p, seed),
+                           chunks=((chunk,) * n_chunks, (p,)), dtype=np.float32, meta=meta)
+        yd = da.map_blocks(lambda Xb, block_id=None: _gpu_block_y(Xb, block_id[0], seed),
+                           Xd, drop_axis=1, dtype=np.float32, meta=cp.empty(0, cp.float32))
+        Xd, yd = client.persist([Xd, yd])
+        distributed.wait([Xd, yd])
         ours, t = _time(lambda: fit_both(Xd, yd), 3)
         row["dask"] = t
         _compare(row, ours, ref)

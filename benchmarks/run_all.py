@@ -105,9 +105,13 @@ def bench_tsvd(s, sizes, p, density):
     from skgpu.decomposition import TruncatedSVD
 
     for n in sizes:
-        X = sp.random(n, p, density=density, format="csr", dtype=np.float32,
-                      random_state=1)
-        X.data += 0.1
+        # Entries drawn directly: sp.random with a legacy RandomState permutes all n·p
+        # positions (400 GB at 500,000 × 100,000).
+        rng = np.random.default_rng(1)
+        nnz = int(density * n * p)
+        X = sp.csr_matrix((rng.uniform(0.1, 1.0, nnz).astype(np.float32),
+                           (rng.integers(0, n, nnz), rng.integers(0, p, nnz))),
+                          shape=(n, p))
         params = dict(n_components=32, n_iter=5, random_state=0)
 
         def compare(a, b):
