@@ -47,7 +47,10 @@ def _gpu_block_X(block_id, rows, p, seed):
     """Row block ``block_id`` of X, drawn on the GPU that runs it (a worker's or ours)."""
     import cupy as cp
 
-    return cp.random.default_rng(seed + block_id).standard_normal((rows, p), dtype=cp.float32)
+    X = cp.random.default_rng(seed + block_id).standard_normal((rows, p), dtype=cp.float32)
+    # distinct column scales: well separated principal axes, so components compare
+    X *= cp.geomspace(10, 1, p, dtype=cp.float32)
+    return X
 
 
 def _gpu_block_y(Xb, block_id, seed):

@@ -68,21 +68,6 @@ def _finite(ops, a):
 
 
 # --- pieces run on the workers ---------------------------------------------------------
-def _sums(block, y, w, device):
-    """n, Σw, Σw·x, Σw·y and whether everything is finite, for one chunk."""
-    ops = _ops(block, device, ("column_mean",))
-    X = ops.asarray(block, dtype=np.float64)
-    finite = _finite(ops, X)
-    wv = ops.xp.ones(X.shape[0]) if w is None else ops.asarray(w, dtype=np.float64)
-    sx = ops.to_host(wv @ X)
-    sy = None
-    if y is not None:
-        yv = ops.asarray(y, dtype=np.float64)
-        finite = finite and _finite(ops, yv)
-        sy = ops.to_host(wv @ yv.reshape(X.shape[0], -1))
-    return X.shape[0], float(ops.to_host(wv.sum())), sx, sy, finite
-
-
 def _centred(ops, block, mean, w, dtype):
     X = ops.asarray(block, dtype=dtype) - ops.asarray(mean, dtype=dtype)
     if w is not None:
@@ -90,29 +75,38 @@ def _centred(ops, block, mean, w, dtype):
     return X
 
 
-def _gram_block(block, y, w, mean, y_mean, device, dtype):
-    """Xcᵀ Xc and Xcᵀ yc of one chunk, centred by the global (weighted) means."""
-    ops = _ops(block, device, ("gram", "matmul"))
-    Xc = _centred(ops, block, mean, w, dtype)
-    G = ops.to_host(ops.matmul(Xc.T, Xc))
-    if y is None:
-        return G, None
-    yc = _centred(ops, ops.asarray(y).reshape(Xc.shape[0], -1), y_mean, w, dtype)
-    return G, ops.to_host(ops.matmul(Xc.T, yc))
+def _chunk_stats(block, y, w, device, factor):
+    """One pass over a chunk, centred by its own (weighted) means.
 
-
-def _r_block(block, w, mean, device):
-    """R of the centred, weighted chunk (TSQR's first level)."""
-    ops = _ops(block, device, ("qr_r",))
-    return ops.to_host(ops.qr_r(_centred(ops, block, mean, w, np.float64)))
-
-
-def _mty_block(block, y, w, mean, y_mean, V, device):
-    """(Xw V)ᵀ yw for one chunk."""
-    ops = _ops(block, device, ("matmul",))
-    M = ops.matmul(_centred(ops, block, mean, w, np.float64), ops.asarray(V))
-    yw = _centred(ops, ops.asarray(y).reshape(M.shape[0], -1), y_mean, w, np.float64)
-    return ops.to_host(ops.matmul(M.T, yw))
+    Returns n_i, S_i = Σw, the chunk means of X and y, the chunk's centred Gram XcᵀWXc
+    (``factor='gram'``) or the R of W^½Xc (``factor='r'``), XcᵀWyc when y is given, and
+    whether everything was finite. Chunks combine exactly through their means (the
+    parallel-variance identity), so no pass for the global means comes first.
+    """
+    ops = _ops(block, device, ("gram", "matmul", "qr_r"))
+    xp = ops.xp
+    X = ops.asarray(block, dtype=np.float64)
+    n_i = X.shape[0]
+    finite = _finite(ops, X)
+    wv = xp.ones(n_i) if w is None else ops.asarray(w, dtype=np.float64)
+    s_i = float(ops.to_host(wv.sum()))
+    scale = wv / s_i if s_i > 0 else wv
+    m_i = scale @ X
+    Yc = e_i = None
+    if y is not None:
+        Y = ops.asarray(y, dtype=np.float64).reshape(n_i, -1)
+        finite = finite and _finite(ops, Y)
+        e_i = scale @ Y
+        Yc = Y - e_i
+        if w is not None:
+            Yc *= xp.sqrt(wv)[:, None]
+    X = X - m_i  # a new array: the block may be the caller's own (float64, in-process)
+    if w is not None:
+        X *= xp.sqrt(wv)[:, None]
+    F = ops.qr_r(X) if factor == "r" else ops.matmul(X.T, X)
+    C = None if y is None else ops.to_host(ops.matmul(X.T, Yc))
+    return (n_i, s_i, ops.to_host(m_i), None if y is None else ops.to_host(e_i),
+            ops.to_host(F), C, finite)
 
 
 def _loo_block(block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercept, device):
@@ -135,26 +129,17 @@ def _loo_block(block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercept, de
 
 
 # --- client side ------------------------------------------------------------------------
-def _means(X, y, w, fit_intercept, device):
-    parts = _compute([_delayed(_sums)(b, yb, wb, device) for b, yb, wb in
-                      zip(_blocks(X), _vector_blocks(y, X), _vector_blocks(w, X))])
-    if not all(p[4] for p in parts):
-        raise ValueError("Input contains NaN or infinity.")
-    n = sum(p[0] for p in parts)
-    w_sum = sum(p[1] for p in parts)
-    p = X.shape[1]
-    if not fit_intercept:
-        t = 0 if y is None else (1 if y.ndim == 1 else y.shape[1])
-        return n, w_sum, np.zeros(p), np.zeros(t)
-    mean = sum(p_[2] for p_ in parts) / w_sum
-    y_mean = None if y is None else (sum(p_[3] for p_ in parts) / w_sum).ravel()
-    return n, w_sum, mean, y_mean
-
-
 def _delayed(func):
     import dask
 
     return dask.delayed(func, pure=True)
+
+
+def _shared(value):
+    """One graph key for an array every chunk's task reads (not one copy per task)."""
+    import dask
+
+    return dask.delayed(value, pure=True)
 
 
 def _device():
@@ -163,53 +148,98 @@ def _device():
     return get_config()["device"]
 
 
-def pca_covariance(X):
-    """(n, mean, covariance) of a row-chunked dask X, in float64, by chunked Gram blocks."""
-    check_row_chunked(X)
+def _combined_stats(X, y, w, fit_intercept, factor):
+    """Chunk statistics combined on the client (one pass over the data).
+
+    Returns n, Σw, the means (zero without an intercept), the factor of the centred,
+    weighted X (its Gram XcᵀWXc, or an R with RᵀR equal to that Gram) and XcᵀWyc.
+    With d_i = m_i − m and f_i = e_i − e for chunk i:
+    XcᵀWXc = Σ_i [G_i + S_i d_i d_iᵀ] (for R: the QR of the stacked R_i and √S_i d_iᵀ) and
+    XcᵀWyc = Σ_i [C_i + S_i d_i f_iᵀ].
+    """
+    from .backends import get_backend
+
     device = _device()
-    n, _, mean, _ = _means(X, None, None, True, device)
+    parts = _compute([_delayed(_chunk_stats)(b, yb, wb, device, factor) for b, yb, wb in
+                      zip(_blocks(X), _vector_blocks(y, X), _vector_blocks(w, X))])
+    if not all(part[6] for part in parts):
+        raise ValueError("Input contains NaN or infinity.")
+    n = sum(part[0] for part in parts)
+    w_sum = sum(part[1] for part in parts)
+    p = X.shape[1]
+    t = 0 if y is None else (1 if y.ndim == 1 else y.shape[1])
+    if fit_intercept:
+        mean = sum(part[1] * part[2] for part in parts) / w_sum
+        y_mean = None if y is None else sum(part[1] * part[3] for part in parts) / w_sum
+    else:
+        mean, y_mean = np.zeros(p), (None if y is None else np.zeros(t))
+    d = [part[2] - mean for part in parts]
+    if factor == "r":
+        stacked = [part[4] for part in parts] + [
+            np.sqrt(part[1]) * di[None, :] for part, di in zip(parts, d)]
+        F = get_backend("cpu").qr_r(np.vstack(stacked))
+    else:
+        F = sum(part[4] + part[1] * np.outer(di, di) for part, di in zip(parts, d))
+    C = None
+    if y is not None:
+        C = sum(part[5] + part[1] * np.outer(di, part[3] - y_mean)
+                for part, di in zip(parts, d))
+    return n, w_sum, mean, y_mean, F, C
+
+
+def _means(X, device):
+    """n and the column means of X (one pass), for the randomized route."""
+    parts = _compute([_delayed(_chunk_sums)(b, device) for b in _blocks(X)])
+    if not all(part[2] for part in parts):
+        raise ValueError("Input contains NaN or infinity.")
+    n = sum(part[0] for part in parts)
+    return n, sum(part[1] for part in parts) / n
+
+
+def _chunk_sums(block, device):
+    ops = _ops(block, device, ("column_mean",))
+    X = ops.asarray(block, dtype=np.float64)
+    return X.shape[0], ops.to_host(ops.xp.ones(X.shape[0]) @ X), _finite(ops, X)
+
+
+def pca_covariance(X):
+    """(n, mean, covariance) of a row-chunked dask X, in float64, in one pass of chunked
+    Gram blocks."""
+    check_row_chunked(X)
+    n, _, mean, _, G, _ = _combined_stats(X, None, None, True, "gram")
     if n < 2:
         raise ValueError("PCA needs at least 2 samples to estimate a covariance.")
-    grams = _compute([_delayed(_gram_block)(b, None, None, mean, None, device, np.float64)
-                      for b in _blocks(X)])
-    return n, mean, sum(g for g, _ in grams) / (n - 1)
+    return n, mean, G / (n - 1)
 
 
 def ridge_normal_equations(X, y, w, fit_intercept):
-    """XcᵀWXc, XcᵀWyc and the means, by chunked Gram blocks (two passes)."""
+    """XcᵀWXc, XcᵀWyc and the means, in one pass of chunked Gram blocks."""
     check_row_chunked(X)
-    device = _device()
-    n, w_sum, mean, y_mean = _means(X, y, w, fit_intercept, device)
-    parts = _compute([_delayed(_gram_block)(b, yb, wb, mean, y_mean, device, np.float64)
-                      for b, yb, wb in zip(_blocks(X), _vector_blocks(y, X),
-                                           _vector_blocks(w, X))])
-    return sum(p[0] for p in parts), sum(p[1] for p in parts), mean, y_mean
+    _, _, mean, y_mean, G, C = _combined_stats(X, y, w, fit_intercept, "gram")
+    return G, C, mean, y_mean
 
 
 def ridgecv_loo(X, y, w, alphas, fit_intercept):
-    """The QR route of RidgeCV over row chunks: TSQR for R, SVD of R on the client, then
-    the LOO squared-error sums per alpha and target, each chunk using the small shared
-    factors. Returns (mean squared LOO errors (n_alphas, n_targets), V, MtY, lam, means).
+    """The QR route of RidgeCV over row chunks, in two passes: TSQR for R (and XcᵀWyc)
+    with the SVD of R on the client, then the LOO squared-error sums per alpha and target,
+    each chunk using the small shared factors. Returns (mean squared LOO errors
+    (n_alphas, n_targets), V, MtY, lam, means).
     """
     from .backends import get_backend
 
     check_row_chunked(X)
     device = _device()
-    n, w_sum, mean, y_mean = _means(X, y, w, fit_intercept, device)
-    blocks, yblocks, wblocks = _blocks(X), _vector_blocks(y, X), _vector_blocks(w, X)
-    Rs = _compute([_delayed(_r_block)(b, wb, mean, device)
-                   for b, wb in zip(blocks, wblocks)])
-    cpu = get_backend("cpu")
-    R = cpu.qr_r(np.vstack(Rs))
-    _, s, Vt = cpu.svd(R)
+    n, w_sum, mean, y_mean, R, C = _combined_stats(X, y, w, fit_intercept, "r")
+    _, s, Vt = get_backend("cpu").svd(R)
     V = np.ascontiguousarray(Vt.T)
     lam = s * s
-    MtY = sum(_compute([_delayed(_mty_block)(b, yb, wb, mean, y_mean, V, device)
-                        for b, yb, wb in zip(blocks, yblocks, wblocks)]))
+    MtY = V.T @ C  # (XwV)ᵀ yw
     inv = 1.0 / (lam[:, None] + np.asarray(alphas)[None, :])
-    sums = sum(_compute([_delayed(_loo_block)(b, yb, wb, mean, y_mean, V, inv, MtY, w_sum,
-                                              fit_intercept, device)
-                         for b, yb, wb in zip(blocks, yblocks, wblocks)]))
+    shared = [_shared(a) for a in (mean, y_mean, V, inv, MtY)]
+    sums = sum(_compute([_delayed(_loo_block)(b, yb, wb, *shared[:3], shared[3], shared[4],
+                                              w_sum, fit_intercept, device)
+                         for b, yb, wb in zip(_blocks(X), _vector_blocks(y, X),
+                                              _vector_blocks(w, X))]))
     return sums / n, V, MtY, inv, mean, y_mean, n
 
 
@@ -258,7 +288,7 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
     lives): (n, mean, S, Vt, total variance)."""
     check_row_chunked(X)
     device = _device()
-    n, _, mean, _ = _means(X, None, None, True, device)
+    n, mean = _means(X, device)
     S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
                            random_state=random_state, mean=mean)
     total = sum(_compute([_delayed(_centred_sq_sum)(b, mean, device) for b in _blocks(X)]))
@@ -289,17 +319,20 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None):
     blocks = _blocks(X)
 
     def orthonormal_range(Q):
-        R = cpu.qr_r(np.vstack(_compute([_delayed(_range_r_block)(b, Q, device, mean)
+        Qs, ms = _shared(Q), _shared(mean)
+        R = cpu.qr_r(np.vstack(_compute([_delayed(_range_r_block)(b, Qs, device, ms)
                                          for b in blocks])).astype(np.float64))
         return np.linalg.inv(R)
 
     for _ in range(n_iter):
         R_inv = orthonormal_range(Q)
-        Z = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device, mean)
+        args = [_shared(a) for a in (Q, R_inv, mean)]
+        Z = sum(_compute([_delayed(_range_back_block)(b, args[0], args[1], device, args[2])
                           for b in blocks]))
         Q = np.linalg.qr(Z)[0].astype(Q.dtype, copy=False)
     R_inv = orthonormal_range(Q)
-    Bt = sum(_compute([_delayed(_range_back_block)(b, Q, R_inv, device, mean)
+    args = [_shared(a) for a in (Q, R_inv, mean)]
+    Bt = sum(_compute([_delayed(_range_back_block)(b, args[0], args[1], device, args[2])
                        for b in blocks]))
     _, s, Vt = cpu.svd(Bt.T)  # B = (X Q R⁻¹)ᵀ X, l × p
     return s[:k], Vt[:k]
