@@ -10,6 +10,7 @@ beside scikit-learn. Fitted attributes are compared with the in-memory fit befor
 reported.
 """
 
+import collections
 import os
 import sys
 
@@ -49,7 +50,7 @@ def _gpu_block_X(block_id, rows, p, seed):
 
     X = cp.random.default_rng(seed + block_id).standard_normal((rows, p), dtype=cp.float32)
     # distinct column scales: well separated principal axes, so components compare
-    X *= cp.geomspace(10, 1, p, dtype=cp.float32)
+    X *= cp.asarray(np.geomspace(10, 1, p), dtype=cp.float32)
     return X
 
 
@@ -61,6 +62,18 @@ def _gpu_block_y(Xb, block_id, seed):
     return Xb[:, :8].sum(axis=1, dtype=cp.float32) + noise
 
 
+def _in_memory_gpu(chunk, n_chunks, p, seed):
+    """The reference: the same blocks, made by the same generator, in memory on this GPU.
+    The workers make their own blocks (as a user's data would already be there), so no
+    8 GB travels between processes."""
+    import cupy as cp
+
+    X = cp.concatenate([_gpu_block_X(i, chunk, p, seed) for i in range(n_chunks)])
+    y = cp.concatenate([_gpu_block_y(X[i * chunk:(i + 1) * chunk], i, seed)
+                        for i in range(n_chunks)])
+    return _time(lambda: fit_both(X, y), 3)
+
+
 def gpu_case(n, p, n_chunks, n_gpus, results, seed=0):
     import cupy as cp
     import dask.array as da
@@ -69,25 +82,26 @@ def gpu_case(n, p, n_chunks, n_gpus, results, seed=0):
     from distributed import Client
 
     chunk = n // n_chunks
-    # The same blocks in memory on this GPU (the reference fit) and made on the workers by
-    # the same generator (as a user's data would already be there): no 8 GB shipped around.
-    X = cp.concatenate([_gpu_block_X(i, chunk, p, seed) for i in range(n_chunks)])
-    y = cp.concatenate([_gpu_block_y(X[i * chunk:(i + 1) * chunk], i, seed)
-                        for i in range(n_chunks)])
-    ref, t_mem = _time(lambda: fit_both(X, y), 3)
-    del X, y
+    ref, t_mem = _in_memory_gpu(chunk, n_chunks, p, seed)
     cp.get_default_memory_pool().free_all_blocks()
     row = {"case": f"PCA + RidgeCV, X {n}x{p} float32, {n_chunks} chunks, "
                    f"{n_gpus} dask-cuda worker(s)", "in_memory_one_gpu": t_mem}
     with LocalCUDACluster(n_workers=n_gpus, threads_per_worker=1) as cluster, \
             Client(cluster) as client:
-        meta = cp.empty((0, 0), dtype=cp.float32)
-        Xd = da.map_blocks(lambda block_id=None: _gpu_block_X(block_id[0], chunk, p, seed),
-                           chunks=((chunk,) * n_chunks, (p,)), dtype=np.float32, meta=meta)
-        yd = da.map_blocks(lambda Xb, block_id=None: _gpu_block_y(Xb, block_id[0], seed),
-                           Xd, drop_axis=1, dtype=np.float32, meta=cp.empty(0, cp.float32))
-        Xd, yd = client.persist([Xd, yd])
-        distributed.wait([Xd, yd])
+        # Block i made on worker i mod n_gpus (and y_i beside it): an even spread, as
+        # data loaded by the workers themselves would be.
+        workers = sorted(client.scheduler_info()["workers"])
+        fx = [client.submit(_gpu_block_X, i, chunk, p, seed, pure=False,
+                            workers=[workers[i % len(workers)]]) for i in range(n_chunks)]
+        fy = [client.submit(_gpu_block_y, f, i, seed, pure=False,
+                            workers=[workers[i % len(workers)]]) for i, f in enumerate(fx)]
+        distributed.wait(fx + fy)
+        row["blocks_per_worker"] = sorted(collections.Counter(
+            w for ws in client.who_has(fx).values() for w in ws).values())
+        Xd = da.concatenate([da.from_delayed(f, (chunk, p), dtype=np.float32,
+                                             meta=cp.empty((0, 0), cp.float32)) for f in fx])
+        yd = da.concatenate([da.from_delayed(f, (chunk,), dtype=np.float32,
+                                             meta=cp.empty(0, cp.float32)) for f in fy])
         ours, t = _time(lambda: fit_both(Xd, yd), 3)
         row["dask"] = t
         _compare(row, ours, ref)

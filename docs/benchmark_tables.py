@@ -12,10 +12,10 @@ def _fmt_seconds(value):
     return f"{value * 1e3:.1f} ms"
 
 
-def _table(rows):
-    """A list-table from rows of three cells."""
-    out = [".. list-table::", "   :header-rows: 1", "   :widths: 50 25 25", ""]
-    for row in [("measurement", "median (min–max)", "repeats")] + rows:
+def _table(rows, header=("measurement", "median (min–max)", "repeats"), widths="50 25 25"):
+    """A list-table with a header row."""
+    out = [".. list-table::", "   :header-rows: 1", f"   :widths: {widths}", ""]
+    for row in [header] + rows:
         out.append(f"   * - {row[0]}")
         out += [f"     - {cell}" for cell in row[1:]]
     return out + [""]
@@ -35,6 +35,19 @@ def render(results_dir):
                               if k in ("gpu", "cpu_count", "scikit-learn", "cupy",
                                        "nvmath-python"))
         lines += [f"Machine: {described}.", ""]
+        if "rows" in doc:  # the suite (run_all.py): one row per measurement
+            plot = path.with_name(f"{path.stem}_speedup.png")
+            if plot.exists():
+                lines += [f".. image:: ../benchmarks/results/{plot.name}",
+                          f"   :alt: speed-up over scikit-learn, {title}", ""]
+            lines += _table(
+                [(r["estimator"], r["operation"], f"{r['n']:,}", str(r["p"]), r["impl"],
+                  r.get("error") or _fmt_seconds(r["median_s"]),
+                  f"{r['rel_diff_vs_sklearn']:.1e}" if "rel_diff_vs_sklearn" in r else "")
+                 for r in doc["rows"]],
+                header=("estimator", "operation", "n", "p", "implementation", "median",
+                        "agreement with scikit-learn"),
+                widths="18 22 10 6 16 12 16")
         for result in doc.get("results", []):
             case = result.get("case", "?")
             if case == "error":

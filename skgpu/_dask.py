@@ -87,26 +87,33 @@ def _chunk_stats(block, y, w, device, factor):
     xp = ops.xp
     X = ops.asarray(block, dtype=np.float64)
     n_i = X.shape[0]
-    finite = _finite(ops, X)
     wv = xp.ones(n_i) if w is None else ops.asarray(w, dtype=np.float64)
-    s_i = float(ops.to_host(wv.sum()))
-    scale = wv / s_i if s_i > 0 else wv
+    s_i = wv.sum()
+    scale = wv / xp.maximum(s_i, np.finfo(np.float64).tiny)  # all-zero weights: zeros
     m_i = scale @ X
-    Yc = e_i = None
+    Y = e_i = None
     if y is not None:
         Y = ops.asarray(y, dtype=np.float64).reshape(n_i, -1)
-        finite = finite and _finite(ops, Y)
         e_i = scale @ Y
-        Yc = Y - e_i
-        if w is not None:
-            Yc *= xp.sqrt(wv)[:, None]
+    # A NaN or infinity anywhere in the chunk (even at zero weight) reaches its means:
+    # one check, before any factorisation sees it.
+    means = ops.to_host(m_i if e_i is None else xp.concatenate([m_i, e_i]))
+    if not np.all(np.isfinite(means)):
+        return n_i, 0.0, None, None, None, None, False
     X = X - m_i  # a new array: the block may be the caller's own (float64, in-process)
-    if w is not None:
-        X *= xp.sqrt(wv)[:, None]
+    root_w = None if w is None else xp.sqrt(wv)[:, None]
+    if root_w is not None:
+        X *= root_w
     F = ops.qr_r(X) if factor == "r" else ops.matmul(X.T, X)
-    C = None if y is None else ops.to_host(ops.matmul(X.T, Yc))
-    return (n_i, s_i, ops.to_host(m_i), None if y is None else ops.to_host(e_i),
-            ops.to_host(F), C, finite)
+    C = None
+    if y is not None:
+        Yc = Y - e_i
+        if root_w is not None:
+            Yc *= root_w
+        C = ops.to_host(ops.matmul(X.T, Yc))
+    p = X.shape[1]
+    return (n_i, float(ops.to_host(s_i)), means[:p], None if y is None else means[p:],
+            ops.to_host(F), C, True)
 
 
 def _loo_block(block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercept, device):
@@ -114,18 +121,23 @@ def _loo_block(block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercept, de
     ops = _ops(block, device, ("matmul",))
     xp = ops.xp
     M = ops.matmul(_centred(ops, block, mean, w, np.float64), ops.asarray(V))
-    yw = _centred(ops, ops.asarray(y).reshape(M.shape[0], -1), y_mean, w, np.float64)
+    n_i = M.shape[0]
+    yw = _centred(ops, ops.asarray(y).reshape(n_i, -1), y_mean, w, np.float64)
     filt = ops.asarray(filt)
     D = 1.0 - ops.matmul(M * M, filt)
     if fit_intercept:
-        wv = xp.ones(M.shape[0]) if w is None else ops.asarray(w, dtype=np.float64)
+        wv = xp.ones(n_i) if w is None else ops.asarray(w, dtype=np.float64)
         D -= (wv / w_sum)[:, None]
     MtY = ops.asarray(MtY)
-    out = np.empty((filt.shape[1], yw.shape[1]))
+    ones = xp.ones(n_i)
+    if yw.shape[1] == 1:  # every alpha's fit in one product
+        E = (ops.matmul(M, MtY * filt) - yw) / D
+        return ops.to_host(ones @ (E * E))[:, None]
+    sums = []
     for i in range(filt.shape[1]):
         E = (ops.matmul(M, MtY * filt[:, i:i + 1]) - yw) / D[:, i:i + 1]
-        out[i] = ops.to_host(xp.ones(M.shape[0]) @ (E * E))
-    return out
+        sums.append(ones @ (E * E))
+    return ops.to_host(xp.stack(sums))
 
 
 # --- client side ------------------------------------------------------------------------

@@ -156,6 +156,13 @@ def test_clear_errors(client, rng):
     bad[5, 3] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):
         PCA(2).fit(da.from_array(bad, chunks=(200, -1)))
+    bad[5, 3] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        Ridge().fit(da.from_array(bad, chunks=(200, -1)), Y[:, 0])
+    bad_y = Y[:, 0].copy()
+    bad_y[400] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        RidgeCV().fit(Xd, da.from_array(bad_y, chunks=200))
 
 
 def _gpu_chunks(cp, A, rows):
