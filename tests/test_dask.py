@@ -132,6 +132,19 @@ def test_scalar_sample_weight(client, rng):
         assert_allclose_rel(ours.coef_, ref.coef_, 1e-8)
 
 
+@pytest.mark.parametrize("Estimator", [Ridge, RidgeCV])
+def test_chunk_with_zero_weights(client, rng, Estimator):
+    """A chunk whose rows all weigh zero adds nothing (its own mean is undefined)."""
+    X, Y = _data(rng, 900, 7, 1, np.float64)
+    sw = rng.uniform(0.5, 2.0, 900)
+    sw[300:600] = 0.0
+    Xd, yd = da.from_array(X, chunks=(300, -1)), da.from_array(Y[:, 0], chunks=300)
+    ours = Estimator().fit(Xd, yd, sample_weight=da.from_array(sw, chunks=300))
+    ref = Estimator().fit(X, Y[:, 0], sample_weight=sw)
+    assert_allclose_rel(ours.coef_, ref.coef_, 1e-8)
+    assert_allclose_rel(ours.intercept_, ref.intercept_, 1e-8, atol_scale=np.abs(Y).max())
+
+
 def test_clear_errors(client, rng):
     X, Y = _data(rng, 600, 8, 1, np.float64)
     by_features = da.from_array(X, chunks=(200, 4))
