@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit  # noqa: E402
 
+import skgpu  # noqa: E402
 from skgpu.decomposition import PCA  # noqa: E402
 from skgpu.linear_model import RidgeCV  # noqa: E402
 
@@ -119,14 +120,18 @@ def cpu_case(n, p, n_chunks, workers, results):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n, p)).astype(np.float64) + rng.uniform(-3, 3, p)
     y = X[:, :8].sum(axis=1) + rng.standard_normal(n)
-    ref, t_mem = _time(lambda: fit_both(X, y), 2)
+    # device='cpu' for skgpu in memory and on the workers: with 'auto' a GPU host would
+    # send these NumPy chunks to its GPU backend.
+    with skgpu.config_context(device="cpu"):
+        ref, t_mem = _time(lambda: fit_both(X, y), 2)
     _, t_sk = _time(lambda: (skd.PCA(16, svd_solver="covariance_eigh").fit(X),
                              skl.RidgeCV(alphas=ALPHAS).fit(X, y)), 1)
     row = {"case": f"PCA + RidgeCV, X {n}x{p} float64, {n_chunks} chunks, LocalCluster of "
                    f"{workers} CPU workers", "in_memory_skgpu_cpu": t_mem,
            "sklearn_cpu": t_sk}
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=None) as cluster, Client(cluster) as client, \
+            skgpu.config_context(device="cpu"):
         Xd = da.from_array(X, chunks=(n // n_chunks, p))
         yd = da.from_array(y, chunks=(n // n_chunks,))
         Xd, yd = client.persist([Xd, yd])
