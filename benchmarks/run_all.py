@@ -159,6 +159,34 @@ def bench_ridgecv(s, sizes, p):
             del Xd, yd
 
 
+def bench_ridge(s, sizes, p):
+    from sklearn import linear_model as skl
+
+    from skgpu.linear_model import Ridge
+
+    for n in sizes:
+        rng = np.random.default_rng(1)
+        X = rng.standard_normal((n, p)) * rng.uniform(0.5, 2, p) + rng.uniform(-3, 3, p)
+        Y = X @ rng.standard_normal((p, 4)) + np.sqrt(p) * rng.standard_normal((n, 4))
+
+        def compare(a, b):
+            return rel_diff(a.coef_, b.coef_)
+
+        op = "fit (alpha=1, 4 targets)"
+        ref = s.measure("Ridge", op, n, p, "sklearn-cpu", lambda: skl.Ridge(1.0).fit(X, Y), 3)
+        with skgpu.config_context(device="cpu"):
+            s.measure("Ridge", op, n, p, "skgpu-cpu", lambda: Ridge(1.0).fit(X, Y), 3, ref,
+                      compare)
+        if GPU:
+            Xd, Yd = cp.asarray(X), cp.asarray(Y)
+            s.measure("Ridge", op, n, p, "skgpu-gpu", lambda: Ridge(1.0).fit(Xd, Yd), 7, ref,
+                      compare)
+            with _sklearn_array_api():
+                s.measure("Ridge", op, n, p, "sklearn-array-api-cupy",
+                          lambda: skl.Ridge(1.0, solver="svd").fit(Xd, Yd), 5)
+            del Xd, Yd
+
+
 def bench_gp(s, sizes, sklearn_max, cpu_max):
     from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
     from sklearn.gaussian_process.kernels import RBF, WhiteKernel
@@ -357,12 +385,14 @@ def main():
         with skgpu.config_context(device="cpu"):
             bench_pca(s, [2_000, 20_000], 64)
             bench_tsvd(s, [5_000, 20_000], 2_000, 0.01)
+            bench_ridge(s, [2_000, 20_000], 64)
             bench_ridgecv(s, [2_000, 20_000], 64)
             bench_gp(s, [300, 1_000], sklearn_max=1_000, cpu_max=1_000)
             bench_sparse_gp(s, [2_000, 20_000], cpu_max=20_000)
     else:
         bench_pca(s, [10_000, 100_000, 1_000_000], 256)
         bench_tsvd(s, [50_000, 500_000], 100_000, 2e-4)
+        bench_ridge(s, [10_000, 100_000, 500_000], 256)
         bench_ridgecv(s, [10_000, 100_000, 500_000], 256)
         bench_gp(s, [1_000, 3_000, 10_000, 20_000], sklearn_max=3_000, cpu_max=3_000)
         bench_sparse_gp(s, [10_000, 100_000, 400_000], cpu_max=10_000)
