@@ -1,6 +1,6 @@
 """The whole benchmark suite in one command: every estimator, every implementation, n swept.
 
-    python benchmarks/run_all.py                 # GPU host: full sizes (tens of minutes)
+    python benchmarks/run_all.py                 # GPU host: full sizes (~2-3 minutes)
     python benchmarks/run_all.py --quick         # any machine, CPU only, < 2 minutes
     python benchmarks/run_all.py --plot-from benchmarks/results/suite_h200.json
 
