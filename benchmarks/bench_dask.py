@@ -32,6 +32,28 @@ def _time(func, repeats):
     return timeit(func, repeats, warmup=0)
 
 
+def _task_breakdown(func):
+    """One more run of ``func`` under dask's task stream: its wall time and, per task
+    function, the seconds the workers spent computing it and the count of tasks."""
+    import time
+
+    from distributed import get_task_stream
+
+    with get_task_stream() as stream:
+        start = time.perf_counter()
+        func()
+        wall = time.perf_counter() - start
+    per = collections.defaultdict(lambda: [0.0, 0])
+    for task in stream.data:
+        key = task["key"][0] if isinstance(task["key"], tuple) else task["key"]
+        name = str(key).split("-")[0]
+        for piece in task["startstops"]:
+            if piece["action"] == "compute":
+                per[name][0] += piece["stop"] - piece["start"]
+        per[name][1] += 1
+    return {"wall_s": wall, "compute_s_and_tasks_by_function": dict(per)}
+
+
 def _compare(row, ours, ref):
     signs = np.sign(np.sum(ours[0].components_ * ref[0].components_, axis=1))[:, None]
     row["check_pca_components_rel_diff"] = rel_diff(ours[0].components_ * signs,
@@ -105,6 +127,7 @@ def gpu_case(n, p, n_chunks, n_gpus, results, seed=0):
                                              meta=cp.empty(0, cp.float32)) for f in fy])
         ours, t = _time(lambda: fit_both(Xd, yd), 3)
         row["dask"] = t
+        row["dask_task_breakdown"] = _task_breakdown(lambda: fit_both(Xd, yd))
         _compare(row, ours, ref)
     row["ratio_in_memory_over_dask"] = t_mem["median_s"] / t["median_s"]
     results.append(row)
@@ -137,6 +160,7 @@ def cpu_case(n, p, n_chunks, workers, results):
         Xd, yd = client.persist([Xd, yd])
         ours, t = _time(lambda: fit_both(Xd, yd), 2)
         row["dask"] = t
+        row["dask_task_breakdown"] = _task_breakdown(lambda: fit_both(Xd, yd))
         _compare(row, ours, ref)
     results.append(row)
 
