@@ -211,8 +211,9 @@ def test_cholesky(ops, rng, dtype, n):
     assert_allclose_rel(fac.inverse(), np.linalg.inv(A64), 1e3 * t)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("route", ["potri", "blocked"])
-def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route):
+def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route, dtype):
     if route == "blocked":
         if not ops.is_gpu:
             pytest.skip("the blocked inverse is the GPU's replacement for potri")
@@ -221,16 +222,17 @@ def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route):
         monkeypatch.setattr(_gpu, "_BLOCKED_INVERSE_MIN", 10)
         monkeypatch.setattr(_gpu, "_INVERSE_BLOCK", 7)  # several levels, uneven halves
     n = 61
-    A = make_spd(rng, n, np.float64)
+    A = make_spd(rng, n, dtype)
     B = rng.standard_normal((n, n))
     B = B + B.T
     fac = ops.cholesky(ops.asarray(A.copy()), what="test matrix", overwrite=True)
     P = fac.half_inverse()
-    assert P.flags.c_contiguous
-    P = to_host(P)
-    inv = np.linalg.inv(A)
-    assert_allclose_rel(P + P.T, inv, 1e-10)
-    assert 2 * float(np.vdot(P, B)) == pytest.approx(np.trace(inv @ B), rel=1e-10)
+    assert P.flags.c_contiguous and P.dtype == dtype
+    P = to_host(P).astype(np.float64)
+    inv = np.linalg.inv(A.astype(np.float64))
+    t = 1e-10 if dtype == np.float64 else 1e-4
+    assert_allclose_rel(P + P.T, inv, t)
+    assert 2 * float(np.vdot(P, B)) == pytest.approx(np.trace(inv @ B), rel=t)
 
 
 def test_sq_dist_matches_cdist(ops, rng):

@@ -18,7 +18,7 @@ from collections import OrderedDict
 import cupy as cp
 import cupyx.scipy.sparse as csp
 import numpy as np
-from nvmath.bindings import cusolverDn
+from nvmath.bindings import cublas, cusolverDn
 from nvmath.linalg.advanced import Matmul, MatmulComputeType, MatmulEpilog, MatmulOptions
 from sklearn.utils import check_random_state
 
@@ -48,7 +48,8 @@ def _thread_state():
     """
     state = getattr(_local, "state", None)
     if state is None or state["pid"] != os.getpid():
-        state = _local.state = {"pid": os.getpid(), "handles": {}, "plans": OrderedDict()}
+        state = _local.state = {"pid": os.getpid(), "handles": {}, "blas": {},
+                                "plans": OrderedDict()}
     return state
 
 
@@ -175,21 +176,23 @@ class GPUCholeskyFactor:
         the factor is unusable afterwards. ``tr(A⁻¹ B) = 2·vdot(P, B)`` for a
         symmetric B.
 
-        Small n: potri in place. From ``_BLOCKED_INVERSE_MIN`` on, a recursive blocked
-        inverse whose work is GEMMs (cuSOLVER's potri reaches ~15 TFLOP/s here, and it
-        and trtri fail with INVALID_VALUE from 2³¹ elements on): ``V = U⁻¹`` for
-        ``U = Lᵀ`` by halves (``[[A, B], [0, C]]⁻¹ = [[A⁻¹, -A⁻¹BC⁻¹], [0, C⁻¹]]``), then
-        the upper triangle of ``A⁻¹ = V Vᵀ`` by halves; 4n³/3 flops in all.
+        Small n: potri in place. From ``_BLOCKED_INVERSE_MIN`` on, the same two steps as
+        potri (``W = L⁻¹``, then the lower triangle of ``Wᵀ W``), also in place, but
+        recursive by halves so that the work is cuBLAS trmm and syrk on large blocks
+        (cuSOLVER's potri reaches ~15 TFLOP/s here, and it and trtri fail with
+        INVALID_VALUE from 2³¹ elements on); 2n³/3 flops, no second n × n buffer.
         """
         F, self._F = self._F, None
         n = F.shape[0]
         if n < _BLOCKED_INVERSE_MIN:
-            P = self._potri(F).T  # C-contiguous view: the column-major lower triangle
+            F = self._potri(F)
         else:
-            V = _upper_inverse(F.T)  # F.T is Lᵀ: upper triangle valid, C-ordered
-            del F
-            P = _upper_gram(V)
-            del V
+            if not F.flags.f_contiguous:
+                F = cp.asfortranarray(F)
+            cm = _ColumnMajor(F)
+            _trtri_lower(cm, 0, n)
+            _lauum_lower(cm, 0, n)
+        P = F.T  # C-contiguous view: the column-major lower triangle
         _keep_upper_halve_diagonal(n, P)
         return P
 
@@ -205,36 +208,87 @@ class GPUCholeskyFactor:
         return F
 
 
-def _upper_inverse(U):
-    """Inverse of the upper triangle of ``U`` (a new C-ordered array, zero below)."""
+def _blas_handle():
+    """This thread's cuBLAS handle (nvmath bindings) for the current device and stream."""
+    handles = _thread_state()["blas"]
+    device = cp.cuda.runtime.getDevice()
+    handle = handles.get(device)
+    if handle is None:
+        handle = handles[device] = cublas.create()
+    cublas.set_stream(handle, cp.cuda.get_current_stream().ptr)
+    return handle
+
+
+class _ColumnMajor:
+    """Pointers to square blocks of a Fortran-ordered n × n device matrix, for cuBLAS."""
+
+    def __init__(self, F):
+        self.F, self.n, self.item = F, F.shape[0], F.dtype.itemsize
+        self.prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[F.dtype]
+        self.handle = _blas_handle()
+
+    def at(self, row, col):
+        return self.F.data.ptr + (row + col * self.n) * self.item
+
+    def scalar(self, value):
+        return np.array([value], dtype=self.F.dtype)  # host pointer mode
+
+    def trmm(self, side, trans, m, k, alpha, a, b):
+        """In place ``B ← alpha op(A) B`` (side LEFT) or ``B ← alpha B op(A)`` (RIGHT) for
+        a lower-triangular A; B is m × k. cuBLAS is out of place, in place when C is B."""
+        s = self.scalar(alpha)
+        getattr(cublas, self.prefix + "trmm")(
+            self.handle, side, cublas.FillMode.LOWER, trans, cublas.DiagType.NON_UNIT,
+            m, k, s.ctypes.data, a, self.n, b, self.n, b, self.n)
+
+    def syrk_lower_t(self, order, inner, a, c):
+        """``C += Aᵀ A`` on C's lower triangle, A inner × order."""
+        one = self.scalar(1.0)
+        getattr(cublas, self.prefix + "syrk")(
+            self.handle, cublas.FillMode.LOWER, cublas.Operation.T, order, inner,
+            one.ctypes.data, a, self.n, one.ctypes.data, c, self.n)
+
+
+def _trtri_lower(cm, r0, r1):
+    """In place: the lower-triangular block ``F[r0:r1, r0:r1]`` becomes its inverse.
+
+    ``[[L11, 0], [L21, L22]]⁻¹ = [[W11, 0], [-W22 L21 W11, W22]]``: both halves, then
+    two triangular products (trmm), n³/3 flops in all; small blocks by trsm.
+    """
     from cupyx.scipy.linalg import solve_triangular
 
-    n = U.shape[0]
-    if n <= _INVERSE_BLOCK:
-        inv = solve_triangular(U, cp.eye(n, dtype=U.dtype), lower=False, check_finite=False)
-        return cp.ascontiguousarray(inv)
-    k = n // 2
-    out = cp.zeros((n, n), dtype=U.dtype)
-    out[:k, :k] = _upper_inverse(U[:k, :k])
-    out[k:, k:] = _upper_inverse(U[k:, k:])
-    out[:k, k:] = -(out[:k, :k] @ (U[:k, k:] @ out[k:, k:]))
-    return out
+    m = r1 - r0
+    if m <= _INVERSE_BLOCK:
+        block = cm.F[r0:r1, r0:r1]
+        block[...] = solve_triangular(cp.tril(block), cp.eye(m, dtype=block.dtype),
+                                      lower=True, check_finite=False)
+        return
+    mid = r0 + m // 2
+    _trtri_lower(cm, r0, mid)
+    _trtri_lower(cm, mid, r1)
+    left, right = cublas.SideMode.LEFT, cublas.SideMode.RIGHT
+    cm.trmm(right, cublas.Operation.N, r1 - mid, mid - r0, 1.0, cm.at(r0, r0), cm.at(mid, r0))
+    cm.trmm(left, cublas.Operation.N, r1 - mid, mid - r0, -1.0, cm.at(mid, mid),
+            cm.at(mid, r0))
 
 
-def _upper_gram(V):
-    """The upper triangle of ``V Vᵀ`` for an upper-triangular V (zero below); what lies
-    below the diagonal of the result is unspecified."""
-    n = V.shape[0]
-    if n <= _INVERSE_BLOCK:
-        return V @ V.T
-    k = n // 2
-    B = V[:k, k:]
-    out = cp.empty((n, n), dtype=V.dtype)
-    out[:k, :k] = _upper_gram(V[:k, :k])
-    out[:k, :k] += B @ B.T
-    out[:k, k:] = B @ V[k:, k:].T
-    out[k:, k:] = _upper_gram(V[k:, k:])
-    return out
+def _lauum_lower(cm, r0, r1):
+    """In place: the lower triangle of block ``W = F[r0:r1, r0:r1]`` (lower triangular)
+    becomes that of ``Wᵀ W`` (LAPACK's lauum): ``[[W11ᵀW11 + W21ᵀW21, ·], [W22ᵀW21,
+    W22ᵀW22]]`` by halves, with syrk and trmm; n³/3 flops. The strict upper triangle of
+    the block is left unspecified."""
+    m = r1 - r0
+    if m <= _INVERSE_BLOCK:
+        block = cm.F[r0:r1, r0:r1]
+        W = cp.tril(block)
+        block[...] = W.T @ W
+        return
+    mid = r0 + m // 2
+    _lauum_lower(cm, r0, mid)
+    cm.syrk_lower_t(mid - r0, r1 - mid, cm.at(mid, r0), cm.at(r0, r0))
+    cm.trmm(cublas.SideMode.LEFT, cublas.Operation.T, r1 - mid, mid - r0, 1.0,
+            cm.at(mid, mid), cm.at(mid, r0))
+    _lauum_lower(cm, mid, r1)
 
 
 _sq_dist_kernel = cp.ElementwiseKernel(
