@@ -300,3 +300,34 @@ def test_asarray_round_trip(ops, rng):
     back = ops.to_host(Xd)
     assert isinstance(back, np.ndarray) and back.dtype == np.float32
     np.testing.assert_allclose(back, X.astype(np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cond", [1.0, 1e3, 1e5])
+def test_cholesky_qr_on_long_float32_needs_no_householder(rng, monkeypatch, dtype, cond):
+    """CholeskyQR3 orthonormalises a long, tall Y (m·n ≫ 1/eps32) with its Gram matrix in
+    float64, without falling back to Householder QR; the basis spans Y."""
+    import cupy as cp
+
+    from skgpu.backends import _gpu, get_backend
+
+    def no_householder(*args, **kwargs):
+        raise AssertionError("fell back to Householder QR")
+
+    monkeypatch.setattr(_gpu, "_householder_qr", no_householder)
+    m, n = 200_000, 20
+    U = np.linalg.qr(rng.standard_normal((m, n)))[0]
+    W = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    Y = ((U * np.geomspace(1, 1 / cond, n)) @ W.T).astype(dtype)
+    ops = get_backend("gpu")
+    Q = ops._orthonormalize(cp.asarray(Y))
+    assert Q.dtype == dtype
+    Qh = to_host(Q).astype(np.float64)
+    t = 1e-5 if dtype == np.float32 else 1e-12
+    assert np.linalg.norm(Qh.T @ Qh - np.eye(n)) < 10 * t
+    # the same span: projecting Y on Q leaves it unchanged
+    Y64 = Y.astype(np.float64)
+    assert np.linalg.norm(Y64 - Qh @ (Qh.T @ Y64)) <= 100 * t * np.linalg.norm(Y64)
+    Q1 = ops._rescale_basis(cp.asarray(Y))
+    assert np.linalg.cond(to_host(Q1).astype(np.float64)) < 10

@@ -130,6 +130,78 @@ def test_bad_input(device):
             pca.transform(X[:, :4])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("solver", ["covariance_eigh", "full", "randomized", "arpack"])
+@pytest.mark.parametrize("bad, match", [(np.nan, "Input X contains NaN"),
+                                        (np.inf, "Input X contains infinity"),
+                                        (-np.inf, "Input X contains infinity")])
+def test_non_finite_x_gets_sklearns_error(device, solver, bad, match, rng):
+    """The finiteness of X is checked late (on the mean, or on a transform's output), but
+    every solver and transform still raises scikit-learn's error, and nothing is fitted."""
+    X = make_data(rng, 60, 5, np.float64)
+    Xb = X.copy()
+    Xb[rng.integers(60), rng.integers(5)] = bad
+    with skgpu.config_context(device=device):
+        pca = PCA(2, svd_solver=solver, random_state=0)
+        with pytest.raises(ValueError, match=match):
+            pca.fit(Xb)
+        assert not hasattr(pca, "components_")
+        pca.fit(X)
+        with pytest.raises(ValueError, match=match):
+            pca.transform(Xb)
+        tsvd = TruncatedSVD(2, random_state=0).fit(X)
+        with pytest.raises(ValueError, match=match):
+            tsvd.transform(Xb)
+        with pytest.raises(ValueError, match=match):
+            tsvd.transform(sp.csr_matrix(Xb))
+        # a finite X whose projection may overflow is not an error (as in scikit-learn)
+        with np.errstate(over="ignore", invalid="ignore"):
+            pca.transform(np.full((2, 5), np.finfo(np.float64).max))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows_per_chunk", [1, 7, 64, 1000])
+@pytest.mark.parametrize("pinned", [True, False])
+def test_numpy_x_streamed_to_the_gpu(rng, monkeypatch, dtype, rows_per_chunk, pinned):
+    """A host X streamed in chunks (uneven last chunk, a large mean; through pinned
+    buffers or, without them, straight from X) gives the in-memory result; non-finite
+    values anywhere still raise scikit-learn's error."""
+    import cupyx
+
+    from skgpu.backends import _gpu, get_backend
+
+    if not pinned:
+        def no_pinned(*args, **kwargs):
+            raise MemoryError("no pinned memory in this test")
+
+        monkeypatch.setattr(cupyx, "empty_pinned", no_pinned)
+
+    n, p = 301, 12
+    X = (make_data(rng, n, p, np.float64) + 1e3 * rng.standard_normal(p)).astype(dtype)
+    monkeypatch.setattr(_gpu, "_STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(_gpu, "_STREAM_CHUNK_BYTES", rows_per_chunk * p * X.itemsize)
+    mean, G = get_backend("gpu").centred_gram(X)
+    assert mean.dtype == dtype and G.dtype == dtype
+    X64 = X.astype(np.float64)
+    Xc = X64 - X64.mean(axis=0)
+    t = tol(dtype, backend="gpu")
+    assert_allclose_rel(mean, X64.mean(axis=0), t)
+    assert_allclose_rel(G, Xc.T @ Xc, 10 * t)
+    # against scikit-learn on the same values in float64: its float32 covariance loses
+    # digits to the large mean, the shifted chunks do not
+    ours = PCA(4, svd_solver="covariance_eigh").fit(X)
+    theirs = skd.PCA(4, svd_solver="covariance_eigh").fit(X64)
+    assert ours.backend_ == "gpu" and ours.components_.dtype == dtype
+    for name in ("components_", "explained_variance_", "singular_values_", "mean_"):
+        assert_allclose_rel(getattr(ours, name), getattr(theirs, name), 10 * t)
+    for where in (0, n - 1):
+        bad = X.copy()
+        bad[where, 3] = np.nan
+        with pytest.raises(ValueError, match="Input X contains NaN"):
+            PCA(4, svd_solver="covariance_eigh").fit(bad)
+
+
 @pytest.mark.gpu
 def test_cupy_and_torch_inputs_stay_on_device(rng):
     import cupy as cp
@@ -218,6 +290,37 @@ def test_truncated_svd_matches_sklearn(rng, device, dtype, algorithm, fmt, seed)
         assert_allclose_rel(Z, Zs, 10 * t)
         assert_allclose_rel(ours.transform(X), theirs.transform(X), 10 * t)
         assert_allclose_rel(ours.inverse_transform(Zs), theirs.inverse_transform(Zs), 10 * t)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_randomized_device_draws(rng, monkeypatch, dtype, fmt, seed):
+    """A test matrix drawn on the device (any size, here): reproducible for a given
+    random_state, and equal to scikit-learn's result where both have converged (a clear
+    gap after the 4th singular value)."""
+    from skgpu.backends import _gpu
+
+    monkeypatch.setattr(_gpu, "_DEVICE_DRAW_MIN", 0)
+    n, p = 400, 90
+    U = np.linalg.qr(rng.standard_normal((n, 4)))[0]
+    V = np.linalg.qr(rng.standard_normal((p, 4)))[0]
+    X = (U * [50.0, 30.0, 20.0, 10.0]) @ V.T + 0.01 * rng.standard_normal((n, p))
+    X = X.astype(dtype)
+    X = X if fmt == "dense" else sp.csr_matrix(X)
+    params = dict(n_components=4, n_iter=7, random_state=seed)
+    ours = TruncatedSVD(**params).fit(X)
+    again = TruncatedSVD(**params).fit(X)
+    theirs = skd.TruncatedSVD(**params).fit(X)
+    t = 1e-4 if dtype == np.float32 else 1e-7
+    # the same draw: equal up to cuSPARSE's non-deterministic summation order
+    assert_allclose_rel(ours.components_, again.components_, 1e-5 if t == 1e-4 else 1e-12)
+    assert_allclose_rel(ours.singular_values_, theirs.singular_values_, t)
+    assert_allclose_rel(ours.components_, theirs.components_, 10 * t)
+    if fmt == "dense":
+        pca = PCA(4, svd_solver="randomized", random_state=seed).fit(X)
+        ref = skd.PCA(4, svd_solver="randomized", random_state=seed).fit(X)
+        assert_allclose_rel(pca.components_, ref.components_, 10 * t)
 
 
 def test_truncated_svd_bad_input():

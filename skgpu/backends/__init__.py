@@ -10,6 +10,7 @@ operation            meaning
 ``to_host``          backend array to NumPy
 ``column_mean``      (weighted) column mean by one GEMV
 ``gram``             ``XᵀX`` with the centering ``- n·μμᵀ`` folded in
+``centred_gram``     ``(μ, (X-μ)ᵀ(X-μ))``; a large NumPy X is streamed to the GPU in chunks
 ``matmul``           ``a @ b (+ bias)``: cuBLASLt with the BIAS epilog on the GPU
 ``spmm``             sparse @ dense
 ``scale_rows``       ``diag(s) @ X``, sparse kept sparse
@@ -48,7 +49,7 @@ def _why(exc):
 
 
 OPERATIONS = (
-    "asarray", "to_host", "column_mean", "gram", "matmul", "spmm", "scale_rows", "sq_dist",
+    "asarray", "to_host", "column_mean", "gram", "centred_gram", "matmul", "spmm", "scale_rows", "sq_dist",
     "eigh", "svd", "randomized_svd", "qr_r", "cholesky", "solve_triangular", "sparse_spd",
 )
 

@@ -145,6 +145,11 @@ class CPUBackend:
             G -= X.shape[0] * np.outer(mean, mean)
         return G
 
+    def centred_gram(self, X):
+        X = self.asarray(X)
+        mean = self.column_mean(X)
+        return mean, self.gram(X, mean)
+
     def matmul(self, a, b, bias=None):
         out = a @ b
         out = np.asarray(out.toarray() if sp.issparse(out) else out)

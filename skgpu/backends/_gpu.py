@@ -37,6 +37,13 @@ _LOWER = 0  # cublasFillMode_t CUBLAS_FILL_MODE_LOWER (column-major lower triang
 _VECTOR = 1  # cusolverEigMode_t CUSOLVER_EIG_MODE_VECTOR
 _RANGE_I = 1002  # cusolverEigRange_t CUSOLVER_EIG_RANGE_I
 _MATMUL_CACHE_SIZE = 16
+#: From this size on a NumPy X is streamed to the GPU by ``centred_gram``, in chunks of
+#: about ``_STREAM_CHUNK_BYTES``.
+_STREAM_MIN_BYTES = 1 << 26
+_STREAM_CHUNK_BYTES = 1 << 26
+_COPY_THREADS = 8
+#: From this many entries on, randomized SVD draws its test matrix on the device.
+_DEVICE_DRAW_MIN = 1 << 20
 
 _local = threading.local()
 
@@ -462,6 +469,15 @@ class GPUBackend:
             G -= X.shape[0] * cp.outer(mean, mean)
         return G
 
+    def centred_gram(self, X):
+        """``(mean, (X - mean)ᵀ(X - mean))``. A NumPy X of ``_STREAM_MIN_BYTES`` or more is
+        not copied to the GPU whole: see :func:`_streamed_centred_gram`."""
+        if isinstance(X, np.ndarray) and X.ndim == 2 and X.nbytes >= _STREAM_MIN_BYTES:
+            return _streamed_centred_gram(self, X)
+        X = self.asarray(X)
+        mean = self.column_mean(X)
+        return mean, self.gram(X, mean)
+
     def _compute_type(self, dtype):
         if np.dtype(dtype) == np.float64:
             return MatmulComputeType.COMPUTE_64F
@@ -572,22 +588,30 @@ class GPUBackend:
 
     # tall-skinny orthonormalisation and QR --------------------------------------------
     def _cholesky_qr_pass(self, Q, shifted):
-        """One CholeskyQR pass: ``Q L⁻ᵀ`` and ``Lᵀ`` from ``chol(QᵀQ [+ shift·I])``; None if
-        the Cholesky factorisation fails (a zero or rank-deficient Q, for example).
+        """One CholeskyQR pass: ``Q L⁻ᵀ`` (dtype of Q) and ``Lᵀ`` (float64) from
+        ``chol(QᵀQ [+ shift·I])``; None if the Cholesky factorisation fails (a zero or
+        rank-deficient Q, for example).
 
-        The shift is Fukaya et al.'s 11 (mn + n(n+1)) u ‖Q‖²_F, with ‖Q‖²_F = trace(QᵀQ)
-        taken from the Gram matrix on the device: no extra pass over Q, no host sync.
+        The Gram matrix and its Cholesky factor are float64 whatever Q's dtype (mixed
+        precision, Yamazaki et al. 2015): for a float32 Q the products of its entries are
+        exact in float64, so the pass handles cond(Q) up to ~1e8 instead of ~1e3, and the
+        shift, Fukaya et al.'s 11 (mn + n(n+1)) u ‖Q‖²_F with u the float64 unit roundoff,
+        stays small (with float32's u it exceeds ‖Q‖² itself once m·n ≳ 10⁷, and the pass
+        stops orthogonalising). ‖Q‖²_F = trace(QᵀQ) comes from the Gram matrix on the
+        device: no extra pass over Q, no host sync.
         """
         m, n = Q.shape
-        G = self.matmul(Q.T, Q)
+        Q64 = Q if Q.dtype == np.float64 else Q.astype(np.float64)
+        G = self.matmul(Q64.T, Q64)
+        del Q64
         if shifted:
-            factor = 11.0 * (m * n + n * (n + 1)) * (np.finfo(Q.dtype).eps / 2)
+            factor = 11.0 * (m * n + n * (n + 1)) * (np.finfo(np.float64).eps / 2)
             G = G + (factor * cp.trace(G)) * cp.eye(n, dtype=G.dtype)
         L, info = _potrf(G)
         if info != 0:
             return None
         L = cp.tril(L)
-        Linv_t = cp.ascontiguousarray(_triangular_inverse(L).T)  # (Lᵀ)⁻¹
+        Linv_t = cp.ascontiguousarray(_triangular_inverse(L).T, dtype=Q.dtype)  # (Lᵀ)⁻¹
         return self.matmul(Q, Linv_t), L.T
 
     def _cholesky_qr3(self, Y):
@@ -599,7 +623,7 @@ class GPUBackend:
         so the caller can use Householder QR instead.
         """
         n = Y.shape[1]
-        Q, R = Y, cp.eye(n, dtype=Y.dtype)
+        Q, R = Y, cp.eye(n, dtype=np.float64)
         for step in range(3):
             out = self._cholesky_qr_pass(Q, shifted=step == 0)
             if out is None:
@@ -609,7 +633,7 @@ class GPUBackend:
         err = float(cp.linalg.norm(self.matmul(Q.T, Q) - cp.eye(n, dtype=Y.dtype)))
         if not np.isfinite(err) or err > 100 * n * np.finfo(Y.dtype).eps ** 0.5:
             return None
-        return Q, R
+        return Q, R.astype(Y.dtype, copy=False)
 
     def _rescale_basis(self, Y):
         """A well-conditioned basis of span(Y) for the power iterations.
@@ -674,11 +698,18 @@ class GPUBackend:
         self, A, k, *, n_oversamples=10, n_iter="auto", power_iteration_normalizer="auto",
         random_state=None, transpose="auto",
     ):
-        """Halko et al. randomized SVD, the same steps and random draws as scikit-learn's.
+        """Halko et al. randomized SVD, the same steps as scikit-learn's.
 
         The range finder's normaliser only changes the basis of the same subspace, so the
         cheap CholeskyQR rescaling (and CholeskyQR3 for the final orthonormal basis) gives
-        scikit-learn's result up to rounding.
+        scikit-learn's result up to rounding. The Gaussian test matrix is scikit-learn's
+        own draw from ``random_state`` while it has fewer than ``_DEVICE_DRAW_MIN``
+        entries; a larger one (a wide sparse X: 100,000 features × 74 columns took
+        NumPy's legacy generator ~150 ms, longer than the whole fit on the GPU) is drawn
+        on the device from a generator seeded by ``random_state``: reproducible, but a
+        different draw, so the result then equals scikit-learn's only as far as both
+        have converged. The small SVD at the end is that of R from a QR of ``AᵀQ``
+        (never a wide gesvdj).
         """
         random_state = check_random_state(random_state)
         n_random = k + n_oversamples
@@ -693,8 +724,8 @@ class GPUBackend:
         AT = A.T.tocsr() if is_sparse(A) else A.T
         if is_sparse(A):
             A = A.tocsr()
-        Q = random_state.normal(size=(A.shape[1], n_random))
-        Q = cp.asarray(Q, dtype=A.dtype if A.dtype == np.float32 else np.float64)
+        dtype = A.dtype if A.dtype == np.float32 else np.float64
+        Q = _gaussian(random_state, (A.shape[1], n_random), dtype)
         normalize = power_iteration_normalizer != "none" and not (
             power_iteration_normalizer == "auto" and n_iter <= 2)
         for _ in range(n_iter):
@@ -705,8 +736,16 @@ class GPUBackend:
             if normalize:
                 Q = self._rescale_basis(Q)
         Q = self._orthonormalize(self.matmul(A, Q))
-        B = self.matmul(AT, Q).T  # Qᵀ A
-        Uhat, s, Vt = self.svd(B)
+        Z = self.matmul(AT, Q)  # Bᵀ = (Qᵀ A)ᵀ
+        if Z.shape[0] >= Z.shape[1]:
+            # B = Zᵀ = Rᵀ Q_zᵀ and Rᵀ = Û S Wᵀ give B = Û S (Q_z W)ᵀ.
+            out = self._cholesky_qr3(Z)
+            Qz, R = out if out is not None else _positive_diagonal(
+                *_householder_qr(Z, want_q=True))
+            Uhat, s, Wt = self.svd(R.T)
+            Vt = self.matmul(Qz, cp.ascontiguousarray(Wt.T)).T
+        else:
+            Uhat, s, Vt = self.svd(Z.T)
         U = self.matmul(Q, Uhat)
         if transpose:
             return Vt[:k].T, s[:k], U[:, :k].T
@@ -731,6 +770,105 @@ class GPUBackend:
     # sparse ---------------------------------------------------------------------------
     def sparse_spd(self, A, *, what="matrix"):
         return GPUSparseSPDFactor(A, what)
+
+
+_copy_pool_state = {"pid": None, "pool": None, "threads": 1}
+
+
+def _copy_pool():
+    """Threads that copy a host chunk into pinned memory in parallel (one per process)."""
+    if _copy_pool_state["pid"] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
+        threads = _copy_pool_state["threads"] = max(1, min(_COPY_THREADS, os.cpu_count() or 1))
+        _copy_pool_state["pool"] = ThreadPoolExecutor(max_workers=threads,
+                                                      thread_name_prefix="skgpu-copy")
+        _copy_pool_state["pid"] = os.getpid()
+    return _copy_pool_state["pool"]
+
+
+def _stage(pool, dst, src):
+    """``dst[...] = src`` for a (pinned) host buffer, by the copy threads in row bands
+    (NumPy releases the GIL while it copies)."""
+    bands = min(_copy_pool_state["threads"], max(1, src.nbytes >> 22))  # ≥ 4 MB each
+    edges = np.linspace(0, src.shape[0], bands + 1).astype(int)
+    for f in [pool.submit(np.copyto, dst[a:b], src[a:b])
+              for a, b in zip(edges[:-1], edges[1:]) if b > a]:
+        f.result()
+
+
+def _streamed_centred_gram(ops, X):
+    """Mean and centred Gram matrix of a host X, streamed to the GPU in row chunks.
+
+    A three-stage pipeline: threads copy chunk i + 1 into a pinned buffer while chunk i
+    travels to the device (asynchronous DMA on a copy stream) and chunk i - 1 is reduced
+    on the compute stream. The GPU holds a few chunks, never X, and the parallel staging
+    outruns a plain copy of X from pageable memory. Each chunk is shifted by the first
+    chunk's mean before its Gram matrix (the shifted-data formula: accurate when the mean
+    is large against the spread); sums and Gram blocks accumulate in float64. Without
+    pinned memory the chunks are copied from X directly (the call returns once a chunk
+    is staged, and the GPU works on the previous one meanwhile).
+    """
+    import cupyx
+
+    n, p = X.shape
+    dt = X.dtype
+    rows = int(max(1, min(n, _STREAM_CHUNK_BYTES // (p * dt.itemsize))))
+    starts = list(range(0, n, rows))
+    slots = min(3, len(starts))
+    compute = cp.cuda.get_current_stream()
+    copier = cp.cuda.Stream(non_blocking=True)
+    device_bufs = [cp.empty((rows, p), dtype=dt) for _ in range(slots)]
+    try:
+        host_bufs = [cupyx.empty_pinned((rows, p), dtype=dt) for _ in range(slots)]
+        pool = _copy_pool()
+    except Exception as exc:  # pinned memory is a limited resource
+        logger.info("streaming X without pinned buffers (%s)", exc)
+        host_bufs = pool = None
+    copied = [None] * slots  # the copy out of host slot s is done
+    released = [None] * slots  # compute has finished reading device slot s
+    ones = cp.ones(rows, dtype=dt)
+    G = cp.zeros((p, p), dtype=cp.float64)
+    sums = cp.zeros(p, dtype=cp.float64)
+    shift = None
+    for i, start in enumerate(starts):
+        stop = min(n, start + rows)
+        r, slot = stop - start, i % slots
+        if copied[slot] is not None:
+            copied[slot].synchronize()
+        if host_bufs is not None:
+            src = host_bufs[slot][:r]
+            _stage(pool, src, X[start:stop])
+        else:
+            src = np.ascontiguousarray(X[start:stop])
+        buf = device_bufs[slot][:r]
+        if released[slot] is not None:
+            copier.wait_event(released[slot])
+        buf.set(src, stream=copier)
+        copied[slot] = copier.record()
+        compute.wait_event(copied[slot])
+        if shift is None:
+            shift = (ones[:r] / r) @ buf
+        buf -= shift
+        G += ops.matmul(buf.T, buf)
+        sums += ones[:r] @ buf
+        released[slot] = compute.record()
+    compute.synchronize()  # the pinned buffers go back to the pool only when unused
+    offset = sums / n  # mean - shift
+    G -= n * cp.outer(offset, offset)
+    mean = shift.astype(cp.float64) + offset
+    return mean.astype(dt), G.astype(dt)
+
+
+def _gaussian(random_state, size, dtype):
+    """scikit-learn's ``random_state.normal(size=size)`` on the device, or, from
+    ``_DEVICE_DRAW_MIN`` entries on, a device draw seeded by ``random_state``."""
+    if size[0] * size[1] < _DEVICE_DRAW_MIN:
+        return cp.asarray(random_state.normal(size=size), dtype=dtype)
+    seed = int(random_state.randint(np.iinfo(np.int32).max))
+    logger.debug("randomized SVD: %d x %d test matrix drawn on the device (seed %d)",
+                 size[0], size[1], seed)
+    return cp.random.default_rng(seed).standard_normal(size, dtype=dtype)
 
 
 def _triangular_inverse(L):

@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
-from ..utils.validation import validate_data
+from ..utils.validation import assert_all_finite, check_finite_through, validate_data
 
 
 @dataclass
@@ -48,12 +48,22 @@ def _flip_signs(ops, U, Vt):
     return U, Vt
 
 
-def _fit_covariance_eigh(ops, X):
-    """Eigendecomposition of the covariance; the mean is folded into the Gram matrix."""
-    X = ops.asarray(X)
+def _fit_covariance_eigh(ops, X, estimator=None):
+    """Eigendecomposition of the covariance (the backend's ``centred_gram``: the mean
+    folded into the Gram matrix, and a NumPy X streamed to the GPU in chunks).
+
+    With ``estimator`` given, X was validated without its NaN/infinity check: a NaN or
+    infinity anywhere in X reaches the mean, so that check is done here, on the mean,
+    and raises scikit-learn's error for X before anything is fitted. (The CPU backend
+    checks X first: the pass is cheap there, and NumPy would warn on the arithmetic.)
+    """
     n_samples = X.shape[0]
-    mean = ops.column_mean(X)
-    C = ops.gram(X, mean)
+    if estimator is not None and not ops.is_gpu:
+        assert_all_finite(X, estimator)
+    mean, C = ops.centred_gram(X)
+    mean = ops.to_host(mean)
+    if estimator is not None and not np.all(np.isfinite(mean)):
+        assert_all_finite(X, estimator)
     C /= n_samples - 1
     return _from_covariance(ops, C, mean, n_samples)
 
@@ -166,7 +176,8 @@ class PCA(_SkPCA):
         Normalizer of the power iterations for 'randomized' (any choice other than
         'none' gives the same subspace; the GPU uses CholeskyQR3 for all of them).
     random_state : int, RandomState instance or None, default=None
-        Seed for 'arpack' and 'randomized'.
+        Seed for 'arpack' and 'randomized' (scikit-learn's own draws, except that on the
+        GPU a test matrix of more than 2²⁰ entries is drawn on the device, seeded by it).
 
     Attributes
     ----------
@@ -305,9 +316,16 @@ class PCA(_SkPCA):
                 f' "covariance_eigh" solvers, while "{self.svd_solver}" was passed. See'
                 " TruncatedSVD for a possible alternative."
             )
-        X = validate_data(self, X, accept_sparse=("csr", "csc"))
+        # Dense X: the NaN/infinity check is left to the solver ('covariance_eigh' gets
+        # it from the mean it computes anyway; a pass over a large X costs more than the
+        # fit on the GPU) or done below for the others.
+        deferred = not _is_sparse(X)
+        X = validate_data(self, X, accept_sparse=("csr", "csc"),
+                          ensure_all_finite=not deferred)
         n_samples, n_features = X.shape
         solver, n_components = self._resolve_solver(X)
+        if deferred and solver != "covariance_eigh":
+            assert_all_finite(X, self)
         self._check_n_components(solver, n_components, n_samples, n_features)
         if solver == "covariance_eigh" and n_samples < 2:
             # scikit-learn returns NaN attributes here; a NaN matrix makes cuSOLVER's
@@ -330,7 +348,7 @@ class PCA(_SkPCA):
 
             def work(ops):
                 if solver == "covariance_eigh":
-                    return _fit_covariance_eigh(ops, X)
+                    return _fit_covariance_eigh(ops, X, self if deferred else None)
                 if solver == "full":
                     return _fit_full(ops, X)
                 return _fit_randomized(
@@ -433,12 +451,17 @@ class PCA(_SkPCA):
                           ops.asarray(bias.astype(W.dtype)))
         return cache[key]
 
-    def _project(self, X, spec):
+    def _project(self, X, spec, check_finite=False):
         def work(ops):
+            if check_finite and not ops.is_gpu:
+                assert_all_finite(X, self)  # before NumPy warns on the arithmetic
             W, bias = self._projection(ops)
             Xd = ops.asarray(X)
-            return ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
-                              bias=ops.asarray(bias, dtype=Xd.dtype))
+            out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
+                             bias=ops.asarray(bias, dtype=Xd.dtype))
+            if check_finite and ops.is_gpu:
+                check_finite_through(ops, out, X, self)
+            return out
 
         out, backend = run_with_fallback(work, operations=("matmul",), X=X,
                                          what="PCA.transform")
@@ -464,8 +487,10 @@ class PCA(_SkPCA):
             return X.map_blocks(self.transform, dtype=self.components_.dtype,
                                 chunks=(X.chunks[0], (self.n_components_,)))
         spec = container_of(X)
-        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc"))
-        return self._project(X, spec)
+        # NaN and infinity are looked for in the (much smaller) projection, not in X.
+        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc"),
+                          ensure_all_finite=False)
+        return self._project(X, spec, check_finite=True)
 
     def inverse_transform(self, X):
         """Transform data back to its original space.

@@ -27,13 +27,17 @@ from ..backends._arrays import (
 
 def validate_data(estimator, X, y="no_validation", *, reset=True,
                   dtype=("float64", "float32"), accept_sparse=False, ensure_min_samples=1,
-                  ensure_min_features=1, multi_output=False, y_numeric=False):
+                  ensure_min_features=1, multi_output=False, y_numeric=False,
+                  ensure_all_finite=True):
     """Validate ``X`` (and ``y`` when given) for ``estimator``.
 
     Device arrays are returned as CuPy (sparse); ``y`` follows ``X`` (moved to the
     device when ``X`` is there, to the host otherwise). ``n_features_in_`` (and
     ``feature_names_in_`` for DataFrames) are set when ``reset`` and checked otherwise,
     as scikit-learn's ``validate_data`` does. Returns ``X`` or ``(X, y)``.
+
+    ``ensure_all_finite=False`` leaves the NaN/infinity check of X to the caller (see
+    :func:`check_finite_through`).
     """
     if is_torch_tensor(X) and not is_device_array(X):
         X = X.detach().numpy()
@@ -41,17 +45,19 @@ def validate_data(estimator, X, y="no_validation", *, reset=True,
         return _validate_X(estimator, X, reset=reset, dtype=dtype,
                            accept_sparse=accept_sparse,
                            ensure_min_samples=ensure_min_samples,
-                           ensure_min_features=ensure_min_features)
+                           ensure_min_features=ensure_min_features,
+                           ensure_all_finite=ensure_all_finite)
     if not is_device_array(X):
         return _sk_validate_data(
             estimator, X, to_numpy(y) if is_device_array(y) else y, reset=reset, dtype=list(dtype),
             accept_sparse=accept_sparse, ensure_min_samples=ensure_min_samples,
             ensure_min_features=ensure_min_features, multi_output=multi_output,
-            y_numeric=y_numeric,
+            y_numeric=y_numeric, ensure_all_finite=ensure_all_finite,
         )
     X = _validate_X(estimator, X, reset=reset, dtype=dtype, accept_sparse=accept_sparse,
                     ensure_min_samples=ensure_min_samples,
-                    ensure_min_features=ensure_min_features)
+                    ensure_min_features=ensure_min_features,
+                    ensure_all_finite=ensure_all_finite)
     if y is None:
         raise ValueError(
             f"{type(estimator).__name__} requires y to be passed, but the target y is None."
@@ -94,11 +100,12 @@ def _check_y_on_device(y, *, multi_output):
 
 
 def _validate_X(estimator, X, *, reset, dtype, accept_sparse, ensure_min_samples,
-                ensure_min_features):
+                ensure_min_features, ensure_all_finite=True):
     if not is_device_array(X):
         return _sk_validate_data(
             estimator, X, reset=reset, dtype=list(dtype), accept_sparse=accept_sparse,
             ensure_min_samples=ensure_min_samples, ensure_min_features=ensure_min_features,
+            ensure_all_finite=ensure_all_finite,
         )
     X = to_cupy(X)
     name = type(estimator).__name__
@@ -133,7 +140,8 @@ def _validate_X(estimator, X, *, reset, dtype, accept_sparse, ensure_min_samples
             f"Found array with {n_features} feature(s) (shape={X.shape}) while a minimum "
             f"of {ensure_min_features} is required by {name}."
         )
-    _assert_all_finite_on_device(X.data if sparse else X, name)
+    if ensure_all_finite:
+        _assert_all_finite_on_device(X.data if sparse else X, name)
     _check_n_features(estimator, X, reset=reset)
     _check_feature_names(estimator, X, reset=reset)
     return X
@@ -156,3 +164,31 @@ def _assert_all_finite_on_device(values, name):
         raise ValueError(
             f"Input X contains infinity or a value too large for {np.dtype(values.dtype)!r}."
         )
+
+
+def check_finite_through(ops, out, X, estimator):
+    """Raise scikit-learn's NaN/infinity error for ``X`` if the product ``out`` of X
+    (``X @ W + b``, validated with ``ensure_all_finite=False``) is not finite.
+
+    A NaN or infinity in a row of X makes that row of any product with it non-finite
+    (``inf·0`` is NaN), so checking the small output replaces a pass over X; X itself is
+    examined only when the output is not finite, to tell NaN from infinity (a finite X
+    whose product overflows passes, as in scikit-learn).
+    """
+    values = out.data if ops.is_sparse(out) else out
+    if values.size == 0 or np.isfinite(float(ops.xp.sum(values, dtype=np.float64))):
+        return
+    assert_all_finite(X, estimator)
+
+
+def assert_all_finite(X, estimator):
+    """scikit-learn's NaN/infinity check of X (dense or sparse, host or device), for
+    input validated with ``ensure_all_finite=False``."""
+    if is_device_array(X):
+        data = X.data if is_cupy_sparse(X) else X
+        _assert_all_finite_on_device(data, type(estimator).__name__)
+    else:
+        from sklearn.utils.validation import _assert_all_finite
+
+        _assert_all_finite(X.data if hasattr(X, "tocsr") else X, input_name="X",
+                           estimator_name=type(estimator).__name__)
