@@ -182,11 +182,15 @@ def _gpu_chunks(cp, A, rows):
     return da.from_array(cp.asarray(A), chunks=(rows,) + A.shape[1:], asarray=False)
 
 
-def _check_all_estimators(cp, rng, dtype, rows):
-    """CuPy-chunked fits equal in-memory NumPy fits; outputs stay lazy, chunked and CuPy."""
+def _check_all_estimators(cp, rng, dtype, rows, persist=False):
+    """CuPy-chunked fits equal in-memory NumPy fits; outputs stay lazy, chunked and CuPy.
+    ``persist``: the chunks in the cluster's memory (one task per worker and pass)."""
     X, Y = _data(rng, 2400, 12, 1, dtype)
     y = Y[:, 0]
     Xd, yd = _gpu_chunks(cp, X, rows), _gpu_chunks(cp, y, rows)
+    if persist:
+        Xd, yd = distributed.get_client().persist([Xd, yd])
+        distributed.wait([Xd, yd])
     pca = PCA(n_components=4).fit(Xd)
     ref = PCA(n_components=4, svd_solver="covariance_eigh").fit(X)
     for name in ("components_", "explained_variance_", "mean_"):
@@ -210,10 +214,11 @@ def _check_all_estimators(cp, rng, dtype, rows):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_cupy_chunks(client, rng, dtype):
+@pytest.mark.parametrize("persist", [False, True])
+def test_cupy_chunks(client, rng, dtype, persist):
     """CuPy chunks on the (threaded) LocalCluster: every chunk's work runs on the GPU."""
     cp = pytest.importorskip("cupy")
-    _check_all_estimators(cp, rng, dtype, 500)
+    _check_all_estimators(cp, rng, dtype, 500, persist)
 
 
 @pytest.mark.gpu
@@ -226,4 +231,96 @@ def test_dask_cuda_workers():
                                     dashboard_address=None) as cluster, \
             distributed.Client(cluster) as cuda_client:
         assert len(cuda_client.scheduler_info()["workers"]) == n_gpus
-        _check_all_estimators(cp, np.random.default_rng(7), np.float64, 300)
+        for persist in (False, True):
+            _check_all_estimators(cp, np.random.default_rng(7), np.float64, 300, persist)
+
+
+def _count_group_tasks(func):
+    with distributed.get_task_stream() as stream:
+        out = func()
+    return out, sum(1 for t in stream.data if "_group_task" in str(t["key"]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_persisted_chunks_run_one_task_per_worker(client, rng, dtype, weighted):
+    """Persisted data: every pass is one task per worker holding chunks (here 2), run
+    where the chunks are, and the fits equal in-memory ones."""
+    X, Y = _data(rng, 2000, 9, 1, dtype)
+    y = Y[:, 0]
+    sw = rng.uniform(0.5, 2.0, 2000) if weighted else None
+    Xd, yd = client.persist([da.from_array(X, chunks=(250, -1)),
+                             da.from_array(y, chunks=250)])
+    swd = None if sw is None else client.persist(da.from_array(sw, chunks=250))
+    distributed.wait([Xd, yd] + ([] if swd is None else [swd]))
+    n_workers = len(client.scheduler_info()["workers"])
+    pca, tasks = _count_group_tasks(lambda: PCA(3).fit(Xd))
+    assert tasks <= n_workers
+    ref = PCA(3, svd_solver="covariance_eigh").fit(X)
+    for name in ("components_", "explained_variance_", "mean_"):
+        assert_allclose_rel(getattr(pca, name), getattr(ref, name), _tol(dtype))
+    alphas = [0.01, 1.0, 100.0]
+    cv, tasks = _count_group_tasks(lambda: RidgeCV(alphas=alphas).fit(Xd, yd, sample_weight=swd))
+    assert tasks <= 2 * n_workers  # the Gram pass and the LOO pass
+    cv_ref = RidgeCV(alphas=alphas).fit(X, y, sample_weight=sw)
+    assert cv.alpha_ == cv_ref.alpha_
+    assert_allclose_rel(cv.best_score_, cv_ref.best_score_, 1e-8)
+    assert_allclose_rel(cv.coef_, cv_ref.coef_, _tol(dtype))
+    ridge = Ridge(alpha=2.0).fit(Xd, yd, sample_weight=sw)  # NumPy weights, sliced
+    # (against float64 in memory: the chunks' normal equations are float64, an in-memory
+    # float32 Ridge solves in float32)
+    ridge_ref = Ridge(alpha=2.0).fit(X.astype(np.float64), y, sample_weight=sw)
+    assert_allclose_rel(ridge.coef_, ridge_ref.coef_, _tol(dtype))
+    params = dict(n_components=3, n_iter=4, random_state=0)
+    svd = TruncatedSVD(**params).fit(Xd)
+    assert_allclose_rel(svd.singular_values_, TruncatedSVD(**params).fit(X).singular_values_,
+                        _tol(dtype))
+    prc = PCA(3, svd_solver="randomized", random_state=0).fit(Xd)
+    assert_allclose_rel(prc.explained_variance_, PCA(3, svd_solver="randomized",
+                                                     random_state=0).fit(X).explained_variance_,
+                        _tol(dtype))
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_ridgecv_conditioning_routes(client, rng, monkeypatch, persist):
+    """A well-conditioned X takes two passes (Gram, LOO). Where the Gram route's R is not
+    accurate enough, the LOO pass's MᵀM refines it (CholeskyQR2: one more LOO pass), and
+    where even that cannot work (cond(X) ~ 1e12) R comes from the chunks' QR factors;
+    every route equals the in-memory QR route."""
+    from skgpu import _dask
+
+    calls = []
+    real_stats, real_run = _dask._combined_stats, _dask._run
+
+    def spy_stats(X, y, w, fit_intercept, factor):
+        calls.append(factor)
+        return real_stats(X, y, w, fit_intercept, factor)
+
+    def spy_run(func, *args, **kwargs):
+        if func is _dask._loo_block:
+            calls.append("loo")
+        return real_run(func, *args, **kwargs)
+
+    monkeypatch.setattr(_dask, "_combined_stats", spy_stats)
+    monkeypatch.setattr(_dask, "_run", spy_run)
+    n, p = 1200, 6
+    U = np.linalg.qr(rng.standard_normal((n, p)))[0]
+    W = np.linalg.qr(rng.standard_normal((p, p)))[0]
+    # (two backward-stable routes agree as far as the problem's conditioning allows:
+    # with alpha=1e-6 that is ~σ_max²/alpha·eps on the coefficients)
+    for cond, expected, rtol in ((10.0, ["gram", "loo"], 1e-8),
+                                 (1e5, ["gram", "loo", "loo"], 1e-5),
+                                 (1e12, ["gram", "r", "loo"], 1e-5)):
+        X = (U * np.geomspace(1, 1 / cond, p)) @ W.T * 100 + rng.uniform(-1, 1, p)
+        y = X @ rng.standard_normal(p) + 0.01 * rng.standard_normal(n)
+        Xd, yd = da.from_array(X, chunks=(300, -1)), da.from_array(y, chunks=300)
+        if persist:
+            Xd, yd = client.persist([Xd, yd])
+        calls.clear()
+        alphas = [1e-6, 1e-3, 1.0]
+        ours = RidgeCV(alphas=alphas).fit(Xd, yd)
+        ref = RidgeCV(alphas=alphas).fit(X, y)
+        assert calls == expected, cond
+        assert ours.alpha_ == ref.alpha_
+        assert_allclose_rel(ours.coef_, ref.coef_, rtol)
+        assert_allclose_rel(ours.best_score_, ref.best_score_, rtol)

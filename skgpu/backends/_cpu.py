@@ -196,7 +196,9 @@ class CPUBackend:
         return w[::-1].copy(), V[:, ::-1].copy()
 
     def svd(self, A):
-        return sla.svd(A, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+        # NumPy's gesdd, not SciPy's (see eigh: SciPy's second OpenBLAS took 194 ms for a
+        # 256 × 256 SVD on the 32-core GPU host while dask's threads were busy).
+        return np.linalg.svd(A, full_matrices=False)
 
     def randomized_svd(
         self, A, k, *, n_oversamples=10, n_iter="auto", power_iteration_normalizer="auto",
