@@ -1,11 +1,12 @@
 """Dask input: partial results per row chunk on each worker's backend, combined on the client.
 
-Every function here runs its per-chunk work through ``dask.delayed`` on whatever scheduler
-is active (a ``dask.distributed`` Client, e.g. a LocalCluster of CPU workers or dask-cuda's
-LocalCUDACluster with one GPU per worker), with no scheduler or communication of our own.
+Per-chunk work runs on the active dask scheduler with no scheduler or communication of
+our own: with a ``dask.distributed`` Client (a LocalCluster of CPU workers, or dask-cuda's
+LocalCUDACluster with one GPU per worker) and persisted data, one task per worker runs all
+the chunks that worker holds (:func:`_run`); otherwise one ``dask.delayed`` task per chunk.
 Each chunk's work selects a backend like an in-memory fit does (CuPy chunks run on the
-GPU), and returns small NumPy results: Gram blocks and sums (PCA, Ridge), R factors and
-per-alpha error sums (RidgeCV's TSQR route). The client finishes on the CPU backend.
+GPU) and returns small results: Gram blocks and sums (PCA, Ridge, RidgeCV's first pass), R
+factors (TSQR), per-alpha error sums. The client finishes on the CPU backend.
 
 ``import skgpu`` never imports dask; these functions are reached only with dask input.
 """

@@ -818,7 +818,9 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         return self
 
     def _fit_dask(self, X, y, sample_weight, alphas):
-        """The QR route over row chunks: TSQR, then per-chunk LOO errors (see skgpu._dask)."""
+        """Leave-one-out over row chunks: R from the Gram matrix, checked (and refined, or
+        replaced by TSQR) to the QR route's accuracy, then per-chunk LOO errors (see
+        skgpu._dask.ridgecv_loo)."""
         from .._dask import ridgecv_loo
 
         if self.scoring is not None or self.store_cv_results:
