@@ -331,3 +331,32 @@ def test_cholesky_qr_on_long_float32_needs_no_householder(rng, monkeypatch, dtyp
     assert np.linalg.norm(Y64 - Qh @ (Qh.T @ Y64)) <= 100 * t * np.linalg.norm(Y64)
     Q1 = ops._rescale_basis(cp.asarray(Y))
     assert np.linalg.cond(to_host(Q1).astype(np.float64)) < 10
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bias", [False, True])
+def test_cached_matmul_plans_keep_no_operand_alive(bias):
+    """A cached cuBLASLt plan takes new operands each call and lets go of them after it:
+    deleting the user's array frees its memory."""
+    import gc
+
+    import cupy as cp
+
+    from skgpu.backends import get_backend
+
+    ops = get_backend("gpu")
+    pool = cp.get_default_memory_pool()
+    B = cp.asarray(np.arange(8 * 1024, dtype=np.float32).reshape(1024, 8) / 1e4)
+    b = cp.arange(8, dtype=cp.float32) if bias else None
+    for value in (1.0, 2.0):  # a new plan, then the cached one with a new A
+        A = cp.full((4096, 1024), value, dtype=cp.float32)  # 16 MB
+        out = ops.matmul(A, B, bias=b)
+        expected = value * B.sum(axis=0) + (0 if b is None else b)
+        cp.testing.assert_allclose(out, cp.broadcast_to(expected, out.shape), rtol=1e-5)
+        used = pool.used_bytes()
+        del A
+        gc.collect()
+        assert pool.used_bytes() <= used - A_BYTES
+
+
+A_BYTES = 4096 * 1024 * 4
