@@ -49,8 +49,9 @@ def _why(exc):
 
 
 OPERATIONS = (
-    "asarray", "to_host", "column_mean", "gram", "centred_gram", "matmul", "spmm", "scale_rows", "sq_dist",
-    "eigh", "svd", "randomized_svd", "qr_r", "cholesky", "solve_triangular", "sparse_spd",
+    "asarray", "to_host", "column_mean", "gram", "centred_gram", "matmul", "spmm",
+    "scale_rows", "sq_dist", "eigh", "svd", "randomized_svd", "qr_r", "cholesky",
+    "solve_triangular", "sparse_spd",
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.

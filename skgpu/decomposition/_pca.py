@@ -343,7 +343,7 @@ class PCA(_SkPCA):
             result, backend = run_with_fallback(work, device="cpu", X=X,
                                                 what="PCA.fit (arpack runs on the CPU)")
         else:
-            operations = {"covariance_eigh": ("gram", "eigh"), "full": ("svd",),
+            operations = {"covariance_eigh": ("centred_gram", "eigh"), "full": ("svd",),
                           "randomized": ("randomized_svd",)}[solver]
 
             def work(ops):

@@ -210,7 +210,8 @@ class TruncatedSVD(_SkTruncatedSVD):
 
     def transform(self, X):
         """Reduce X: ``X @ components_.T``, in the container of X."""
-        from ..utils.validation import assert_all_finite, check_finite_through, validate_data
+        from ..utils.validation import (assert_all_finite, check_finite_through,
+                                        validate_data)
 
         check_is_fitted(self)
         from .._dask import check_row_chunked, is_dask_array
