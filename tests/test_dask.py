@@ -235,10 +235,15 @@ def test_dask_cuda_workers():
             _check_all_estimators(cp, np.random.default_rng(7), np.float64, 300, persist)
 
 
-def _count_group_tasks(func):
+def _count_group_tasks(func, moves_data=False):
+    """``func()`` and its count of chunk-group tasks; unless ``moves_data``, none of them
+    may fetch data from another worker (y persisted apart from X may have to move)."""
     with distributed.get_task_stream() as stream:
         out = func()
-    return out, sum(1 for t in stream.data if "_group_task" in str(t["key"]))
+    tasks = [t for t in stream.data if "_group_task" in str(t["key"])]
+    if not moves_data:
+        assert not [p for t in tasks for p in t["startstops"] if p["action"] == "transfer"]
+    return out, len(tasks)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -260,7 +265,8 @@ def test_persisted_chunks_run_one_task_per_worker(client, rng, dtype, weighted):
     for name in ("components_", "explained_variance_", "mean_"):
         assert_allclose_rel(getattr(pca, name), getattr(ref, name), _tol(dtype))
     alphas = [0.01, 1.0, 100.0]
-    cv, tasks = _count_group_tasks(lambda: RidgeCV(alphas=alphas).fit(Xd, yd, sample_weight=swd))
+    cv, tasks = _count_group_tasks(
+        lambda: RidgeCV(alphas=alphas).fit(Xd, yd, sample_weight=swd), moves_data=True)
     assert tasks <= 2 * n_workers  # the Gram pass and the LOO pass
     cv_ref = RidgeCV(alphas=alphas).fit(X, y, sample_weight=sw)
     assert cv.alpha_ == cv_ref.alpha_
