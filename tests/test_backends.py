@@ -90,6 +90,39 @@ def test_matmul_lower_precision_float32(ops, rng, precision):
     assert_allclose_rel(out, a.astype(np.float64) @ b, 3e-2)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("rhs", ["matrix", "vector", "fortran"])
+def test_spmm_formats(ops, rng, dtype, fmt, rhs):
+    """SpMM (row-major cuSPARSE on the GPU) against SciPy: CSR, CSC (the transposed
+    product) and a format the GPU hands to CuPy; unsorted, duplicated entries; a matrix,
+    a vector or a Fortran-ordered right-hand side."""
+    m, k = 300, 70
+    rows, cols = rng.integers(0, m, 2000), rng.integers(0, k, 2000)  # with duplicates
+    A = sp.coo_matrix((rng.standard_normal(2000), (rows, cols)), shape=(m, k))
+    A = A.astype(dtype).asformat(fmt)
+    if fmt == "csr":  # unsorted column indices within each row
+        A.indices = A.indices.copy()
+        for r in range(m):
+            lo, hi = A.indptr[r], A.indptr[r + 1]
+            A.indices[lo:hi] = A.indices[lo:hi][::-1]
+            A.data[lo:hi] = A.data[lo:hi][::-1]
+        A.has_sorted_indices = False
+    B = rng.standard_normal(k) if rhs == "vector" else rng.standard_normal((k, 9))
+    B = np.asfortranarray(B.astype(dtype))
+    expected = A.astype(np.float64) @ B.astype(np.float64)
+    out = ops.spmm(ops.asarray(A), ops.asarray(B))
+    assert to_host(out).shape == expected.shape
+    assert to_host(out).dtype == dtype
+    assert_allclose_rel(out, expected, tol(dtype, 1e-12))
+
+
+def test_spmm_empty(ops, rng):
+    A = sp.csr_matrix((40, 10))
+    out = ops.spmm(ops.asarray(A), ops.asarray(rng.standard_normal((10, 3))))
+    np.testing.assert_array_equal(to_host(out), np.zeros((40, 3)))
+
+
 def test_matmul_sparse_and_spmm(ops, rng):
     A = sp.random(100, 30, density=0.1, random_state=int(rng.integers(1 << 30)), format="csr")
     B = rng.standard_normal((30, 4))

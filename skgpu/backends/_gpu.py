@@ -18,12 +18,13 @@ from collections import OrderedDict
 import cupy as cp
 import cupyx.scipy.sparse as csp
 import numpy as np
-from nvmath.bindings import cublas, cusolverDn
+import nvmath
+from nvmath.bindings import cublas, cusolverDn, cusparse
 from nvmath.linalg.advanced import Matmul, MatmulComputeType, MatmulEpilog, MatmulOptions
 from sklearn.utils import check_random_state
 
 from .._config import get_config
-from ._arrays import is_sparse, to_cupy
+from ._arrays import is_cupy_sparse, is_sparse, to_cupy
 from ._common import not_positive_definite
 
 logger = logging.getLogger("skgpu")
@@ -44,6 +45,9 @@ _STREAM_CHUNK_BYTES = 1 << 26
 _COPY_THREADS = 8
 #: From this many entries on, randomized SVD draws its test matrix on the device.
 _DEVICE_DRAW_MIN = 1 << 20
+#: cuSPARSE SpMM algorithm for CSR times a row-major dense matrix (CSR_ALG2: one warp per
+#: row, contiguous rows of B; measured faster than ALG1 and the DEFAULT at our shapes).
+_SPMM_ALG = cusparse.SpMMAlg.CSR_ALG2
 
 _local = threading.local()
 
@@ -55,19 +59,26 @@ def _thread_state():
     """
     state = getattr(_local, "state", None)
     if state is None or state["pid"] != os.getpid():
-        state = _local.state = {"pid": os.getpid(), "handles": {}, "blas": {},
+        state = _local.state = {"pid": os.getpid(), "handles": {},
                                 "plans": OrderedDict()}
     return state
 
 
-def _solver_handle():
+def _handle(library):
+    """This thread's handle of ``library`` (an nvmath bindings module with ``create`` and
+    ``set_stream``: cuSOLVER, cuBLAS, cuSPARSE) for the current device, bound to the
+    current stream."""
     handles = _thread_state()["handles"]
-    device = cp.cuda.runtime.getDevice()
-    handle = handles.get(device)
+    key = (library.__name__, cp.cuda.runtime.getDevice())
+    handle = handles.get(key)
     if handle is None:
-        handle = handles[device] = cusolverDn.create()
-    cusolverDn.set_stream(handle, cp.cuda.get_current_stream().ptr)
+        handle = handles[key] = library.create()
+    library.set_stream(handle, cp.cuda.get_current_stream().ptr)
     return handle
+
+
+def _solver_handle():
+    return _handle(cusolverDn)
 
 
 def _routine(dtype, name):
@@ -216,14 +227,7 @@ class GPUCholeskyFactor:
 
 
 def _blas_handle():
-    """This thread's cuBLAS handle (nvmath bindings) for the current device and stream."""
-    handles = _thread_state()["blas"]
-    device = cp.cuda.runtime.getDevice()
-    handle = handles.get(device)
-    if handle is None:
-        handle = handles[device] = cublas.create()
-    cublas.set_stream(handle, cp.cuda.get_current_stream().ptr)
-    return handle
+    return _handle(cublas)
 
 
 class _ColumnMajor:
@@ -514,7 +518,7 @@ class GPUBackend:
 
     def matmul(self, a, b, bias=None):
         if is_sparse(a):
-            out = cp.asarray(a @ self.asarray(b))
+            out = self.spmm(a, b)
             return out if bias is None else out + bias
         a = self.asarray(a)
         b = self.asarray(b, dtype=a.dtype)
@@ -526,7 +530,9 @@ class GPUBackend:
         return self._lt_matmul(b.T, a.T, bias).T
 
     def spmm(self, A, B):
-        return cp.asarray(A @ self.asarray(B))
+        B = self.asarray(B)
+        out = _sparse_product(A, B) if is_cupy_sparse(A) else None
+        return cp.asarray(A @ B) if out is None else out
 
     def sq_dist(self, X, Y):
         """``D[i, j] = Σ_d (X[i, d] - Y[j, d])²`` in one pass (exact differences)."""
@@ -778,6 +784,59 @@ class GPUBackend:
     # sparse ---------------------------------------------------------------------------
     def sparse_spd(self, A, *, what="matrix"):
         return GPUSparseSPDFactor(A, what)
+
+
+def _sparse_product(A, B):
+    """``A @ B`` for a CuPy CSR or CSC ``A`` and a dense ``B`` by cuSPARSE's SpMM with
+    row-major (C-ordered) B and result, or None where CuPy's own product is used instead
+    (another format or index type, mixed or non-float dtypes).
+
+    CuPy's product asks for a Fortran-ordered B (a copy of the iterate at every power
+    iteration) and runs the column-major algorithm, which gathers B one column at a
+    time; with row-major operands each stored entry of A reads one contiguous row of B.
+    A CSC A is the CSR of Aᵀ, multiplied with the transpose operation.
+    """
+    if A.format not in ("csr", "csc") or B.ndim not in (1, 2) or B.dtype != A.dtype or (
+            A.dtype not in (np.float32, np.float64)) or A.indptr.dtype != np.int32 or (
+            A.indices.dtype != np.int32):
+        return None
+    vector = B.ndim == 1
+    B = cp.ascontiguousarray(B.reshape(-1, 1) if vector else B)
+    m, k = A.shape
+    n = B.shape[1]
+    C = cp.empty((m, n), dtype=A.dtype)
+    if A.nnz == 0 or n == 0:
+        C.fill(0)
+        return C.ravel() if vector else C
+    if not A.has_canonical_format:
+        A.sum_duplicates()
+    value_type = (nvmath.CudaDataType.CUDA_R_32F if A.dtype == np.float32
+                  else nvmath.CudaDataType.CUDA_R_64F)
+    index = cusparse.IndexType.INDEX_32I
+    rows, cols = (m, k) if A.format == "csr" else (k, m)
+    op = (cusparse.Operation.NON_TRANSPOSE if A.format == "csr"
+          else cusparse.Operation.TRANSPOSE)
+    alg = _SPMM_ALG if A.format == "csr" else cusparse.SpMMAlg.DEFAULT
+    handle = _handle(cusparse)
+    alpha, beta = np.ones(1, dtype=A.dtype), np.zeros(1, dtype=A.dtype)
+    descriptors = []
+    try:
+        mat_a = cusparse.create_csr(rows, cols, A.nnz, A.indptr.data.ptr,
+                                    A.indices.data.ptr, A.data.data.ptr, index, index,
+                                    cusparse.IndexBase.ZERO, value_type)
+        descriptors.append((cusparse.destroy_sp_mat, mat_a))
+        mat_b = cusparse.create_dn_mat(k, n, n, B.data.ptr, value_type, cusparse.Order.ROW)
+        descriptors.append((cusparse.destroy_dn_mat, mat_b))
+        mat_c = cusparse.create_dn_mat(m, n, n, C.data.ptr, value_type, cusparse.Order.ROW)
+        descriptors.append((cusparse.destroy_dn_mat, mat_c))
+        args = (handle, op, cusparse.Operation.NON_TRANSPOSE, alpha.ctypes.data, mat_a,
+                mat_b, beta.ctypes.data, mat_c, value_type, alg)
+        workspace = cp.empty(max(1, cusparse.sp_mm_buffer_size(*args)), dtype=cp.uint8)
+        cusparse.sp_mm(*args, workspace.data.ptr)
+    finally:
+        for destroy, descriptor in descriptors:
+            destroy(descriptor)
+    return C.ravel() if vector else C
 
 
 _copy_pool_state = {"pid": None, "pool": None, "threads": 1}
