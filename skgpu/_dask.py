@@ -14,8 +14,11 @@ factors (TSQR), per-alpha error sums. The client finishes on the CPU backend.
 from __future__ import annotations
 
 import functools
+import logging
 
 import numpy as np
+
+logger = logging.getLogger("skgpu")
 
 
 def is_dask_array(X):
@@ -83,11 +86,20 @@ def _host(tree):
 
 
 # --- running per-chunk work: one task per chunk, or one per worker ----------------------
-def _group_task(func, reduce, blocks, vectors, args):
-    """``func(block, *vector_blocks, *args)`` for each chunk of a group, in order;
+def _group_task(func, reduce, blocks, vectors, args, device, operations):
+    """``func(ops, block, *vector_blocks, *args)`` for each chunk of a group, in order,
+    ``ops`` being the chunk's backend. The NumPy arrays among ``args`` (small factors
+    shared by every chunk) are moved to that backend once per group, not once per chunk.
     ``reduce`` (if given) folds the results where they are (on the worker's device), and
     only the folded result travels, as NumPy."""
-    results = [func(b, *(v[i] for v in vectors), *args) for i, b in enumerate(blocks)]
+    moved = {}
+    results = []
+    for i, block in enumerate(blocks):
+        ops = _ops(block, device, operations)
+        if ops.name not in moved:
+            moved[ops.name] = tuple(ops.asarray(a) if isinstance(a, np.ndarray) else a
+                                    for a in args)
+        results.append(func(ops, block, *(v[i] for v in vectors), *moved[ops.name]))
     return _host(reduce(results) if reduce is not None else results)
 
 
@@ -108,7 +120,11 @@ def _persisted(client, arr, n_blocks):
 def _locality_plan(X, vectors):
     """With a ``dask.distributed`` client and X (and every dask vector) persisted: the
     client, each block's future, the vectors' blocks (futures or NumPy slices), and the
-    blocks grouped by the worker that holds them. None otherwise."""
+    blocks grouped by the worker that holds them. None otherwise.
+
+    A fit of several passes asks for it once (:func:`_runner`): where the chunks are is
+    one scheduler round trip.
+    """
     try:
         from distributed import get_client, wait
 
@@ -143,51 +159,73 @@ def _locality_plan(X, vectors):
     return client, fx, vecs, groups
 
 
-def _run(func, X, vectors=(), args=(), reduce=None):
-    """Apply ``func`` to every row chunk of X (with the matching blocks of ``vectors``);
-    return the per-chunk results in order, or, with ``reduce``, the reduced result of
-    each group of chunks (fold them with ``reduce`` once more on the client).
+def _run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), plan=None):
+    """Apply ``func(ops, block, *vector_blocks, *args)`` to every row chunk of X; return
+    the per-chunk results in order, or, with ``reduce``, the reduced result of each group
+    of chunks (fold them with ``reduce`` once more on the client). ``operations``: what
+    ``func`` needs of a backend (it picks the GPU for CuPy chunks, as in memory).
 
     X persisted on a ``dask.distributed`` cluster: one task per worker, pinned to it,
     runs all the chunks that worker holds (no data moves, and the scheduler sees a
     handful of tasks instead of one per chunk). Otherwise one ``dask.delayed`` task per
-    chunk, on whatever scheduler is active.
+    chunk, on whatever scheduler is active. ``plan``: a :func:`_locality_plan` made for
+    this X and these vectors (False: there is none), so that the passes of one fit ask
+    the scheduler where the chunks are only once.
     """
-    plan = _locality_plan(X, vectors)
+    device = _device()
     if plan is None:
+        plan = _locality_plan(X, vectors)
+    if not plan:
         blocks = _blocks(X)
         vblocks = [_vector_blocks(v, X) for v in vectors]
         shared = _shared(args)  # one graph key for what every chunk reads
         out = _compute([_delayed(_group_task)(func, reduce, [b], [[vb[i]] for vb in vblocks],
-                                              shared) for i, b in enumerate(blocks)])
+                                              shared, device, operations)
+                        for i, b in enumerate(blocks)])
         return list(out) if reduce is not None else [r for res in out for r in res]
-    client, fx, vecs, groups = plan
-    tasks = []
-    for worker, idx in groups.items():
-        where = {} if worker is None else {"workers": [worker], "allow_other_workers": False}
-        tasks.append(client.submit(_group_task, func, reduce, [fx[i] for i in idx],
-                                   [[v[i] for i in idx] for v in vecs], args, pure=False,
-                                   **where))
-    out = client.gather(tasks)
+    out = plan[0].gather(_submit(plan, func, args, reduce, operations, device))
     if reduce is not None:
         return out
+    groups = plan[3]
     order = [i for idx in groups.values() for i in idx]
-    results = [None] * len(fx)
+    results = [None] * len(plan[1])
     for i, r in zip(order, [r for res in out for r in res]):
         results[i] = r
     return results
 
 
+def _submit(plan, func, args=(), reduce=None, operations=("matmul",), device=None):
+    """The tasks of one pass on a distributed plan, not waited for: one future per group
+    (``args`` may be a future, resolved on the workers: passes chain without the client)."""
+    client, fx, vecs, groups = plan
+    device = _device() if device is None else device
+    tasks = []
+    for worker, idx in groups.items():
+        # a loose restriction: should that worker be gone, the task runs elsewhere
+        where = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+        tasks.append(client.submit(_group_task, func, reduce, [fx[i] for i in idx],
+                                   [[v[i] for i in idx] for v in vecs], args, device,
+                                   operations, pure=False, **where))
+    return tasks
+
+
+def _runner(X, vectors=()):
+    """``_run`` for the passes of one fit over X and ``vectors``, with the locality plan
+    made once."""
+    plan = _locality_plan(X, vectors) or False
+    return functools.partial(_run, X=X, vectors=vectors, plan=plan)
+
+
 # --- pieces run on the workers ---------------------------------------------------------
 def _centred(ops, block, mean, w, dtype):
     # one pass: the subtraction writes the new dtype (no converted copy first)
-    X = ops.xp.subtract(ops.asarray(block), ops.asarray(mean, dtype=dtype), dtype=dtype)
+    X = ops.xp.subtract(ops.asarray(block), mean, dtype=dtype)
     if w is not None:
         X *= ops.xp.sqrt(ops.asarray(w, dtype=dtype))[:, None]
     return X
 
 
-def _chunk_stats(block, y, w, device, factor, dtype):
+def _chunk_stats(ops, block, y, w, factor, dtype):
     """One pass over a chunk, centred by its own (weighted) means, in ``dtype``.
 
     Returns a part ``(ops, n_i, S_i = Σw, m_i, e_i, F_i, C_i)`` on the chunk's backend:
@@ -198,18 +236,21 @@ def _chunk_stats(block, y, w, device, factor, dtype):
     weight) reaches its means; with ``factor='r'`` or on the CPU they are checked before
     the factorisation sees the data (F_i is then None), otherwise on the client, once.
     """
-    ops = _ops(block, device, ("gram", "matmul", "qr_r"))
     xp = ops.xp
     X = ops.asarray(block, dtype=dtype)
     n_i = X.shape[0]
-    wv = xp.ones(n_i, dtype=dtype) if w is None else ops.asarray(w, dtype=dtype)
-    s_i = wv.sum(dtype=np.float64)
-    scale = wv / xp.maximum(s_i, np.finfo(np.float64).tiny).astype(dtype)  # all-zero: 0
-    m_i = scale @ X
-    Y = e_i = None
-    if y is not None:
-        Y = ops.asarray(y, dtype=dtype).reshape(n_i, -1)
-        e_i = scale @ Y
+    Y = None if y is None else ops.asarray(y, dtype=dtype).reshape(n_i, -1)
+    if w is None:
+        s_i = float(n_i)
+        m_i = ops.column_mean(X)
+        e_i = None if Y is None else ops.column_mean(Y)
+    else:
+        wv = ops.asarray(w, dtype=dtype)
+        s_i = wv.sum(dtype=np.float64)
+        # in float64: all-zero weights give zero means, not 0/0
+        scale = (wv / xp.maximum(s_i, np.finfo(np.float64).tiny)).astype(dtype)
+        m_i = scale @ X
+        e_i = None if Y is None else scale @ Y
     if factor == "r" or not ops.is_gpu:  # (NumPy would warn on the arithmetic)
         means = m_i if e_i is None else xp.concatenate([m_i, e_i])
         if not np.all(np.isfinite(ops.to_host(means))):
@@ -221,7 +262,7 @@ def _chunk_stats(block, y, w, device, factor, dtype):
         X *= root_w
     F = ops.qr_r(X) if factor == "r" else ops.matmul(X.T, X)
     C = None
-    if y is not None:
+    if Y is not None:
         Yc = Y - e_i
         if root_w is not None:
             Yc *= root_w
@@ -229,39 +270,50 @@ def _chunk_stats(block, y, w, device, factor, dtype):
     return ops, n_i, s_i, m_i, e_i, F, C
 
 
+def _stacked(ops, values):
+    """Equal-shaped arrays (or scalars) of one backend as one float64 array, stacked."""
+    xp = ops.xp
+    if all(isinstance(v, (int, float)) for v in values):
+        return xp.asarray(np.asarray(values, dtype=np.float64))
+    return xp.stack([ops.asarray(v) for v in values]).astype(np.float64, copy=False)
+
+
 def _fold(parts, factor, centre=True):
     """Parts (from :func:`_chunk_stats` or earlier folds, all on one backend) into one,
     centred at their joint weighted means (``centre=False``: at zero, for a fit without
     intercept). With d_i = m_i − m and f_i = e_i − e:
     XcᵀWXc = Σ_i [G_i + S_i d_i d_iᵀ] (for R: the QR of the stacked R_i and √S_i d_iᵀ)
-    and XcᵀWyc = Σ_i [C_i + S_i d_i f_iᵀ]. float64 throughout.
+    and XcᵀWyc = Σ_i [C_i + S_i d_i f_iᵀ]. float64 throughout, with the parts stacked:
+    a few operations however many parts there are.
     """
     ops = parts[0][0]
     xp = ops.xp
-    f64 = lambda a: None if a is None else ops.asarray(a, dtype=np.float64)  # noqa: E731
-    parts = [(n, f64(s), f64(m), f64(e), f64(F), f64(C)) for _, n, s, m, e, F, C in parts]
-    n = sum(p[0] for p in parts)
-    S = sum(p[1] for p in parts)
-    has_y = parts[0][3] is not None
+    n = sum(p[1] for p in parts)
+    S = _stacked(ops, [p[2] for p in parts])
+    M = _stacked(ops, [p[3] for p in parts])
+    has_y = parts[0][4] is not None
+    E = _stacked(ops, [p[4] for p in parts]) if has_y else None
+    S_sum = S.sum()
     if centre:
-        safe = xp.maximum(S, np.finfo(np.float64).tiny)
-        mean = sum(p[1] * p[2] for p in parts) / safe
-        y_mean = sum(p[1] * p[3] for p in parts) / safe if has_y else None
+        safe = xp.maximum(S_sum, np.finfo(np.float64).tiny)
+        mean = (S @ M) / safe
+        y_mean = (S @ E) / safe if has_y else None
     else:
-        mean = xp.zeros_like(parts[0][2])
-        y_mean = xp.zeros_like(parts[0][3]) if has_y else None
-    if any(p[4] is None for p in parts):  # a chunk was not finite
-        return ops, n, S, mean, y_mean, None, None
-    d = [p[2] - mean for p in parts]
+        mean = xp.zeros(M.shape[1])
+        y_mean = xp.zeros(E.shape[1]) if has_y else None
+    if any(p[5] is None for p in parts):  # a chunk was not finite
+        return ops, n, S_sum, mean, y_mean, None, None
+    D = M - mean
+    SD = D * S[:, None]
     if factor == "r":
-        rows = [p[4] for p in parts] + [xp.sqrt(p[1]) * di[None, :] for p, di in zip(parts, d)]
-        F = ops.qr_r(xp.concatenate(rows))
+        rows = [ops.asarray(p[5], dtype=np.float64) for p in parts]
+        F = ops.qr_r(xp.concatenate(rows + [D * xp.sqrt(S)[:, None]]))
     else:
-        F = sum(p[4] + p[1] * xp.outer(di, di) for p, di in zip(parts, d))
+        F = _stacked(ops, [p[5] for p in parts]).sum(axis=0) + SD.T @ D
     C = None
     if has_y:
-        C = sum(p[5] + p[1] * xp.outer(di, p[3] - y_mean) for p, di in zip(parts, d))
-    return ops, n, S, mean, y_mean, F, C
+        C = _stacked(ops, [p[6] for p in parts]).sum(axis=0) + SD.T @ (E - y_mean)
+    return ops, n, S_sum, mean, y_mean, F, C
 
 
 def _fold_without_ops(parts, factor):
@@ -273,24 +325,28 @@ def _fold_chunks(factor):
     return functools.partial(_fold_without_ops, factor=factor)
 
 
-def _loo_block(block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercept, device):
+def _loo_block(ops, block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercept,
+               info=None):
     """The chunk's ``(Σ_rows squared LOO errors (n_alphas, n_targets), MᵀM)`` for
-    M = Xc V (MᵀM checks the orthogonality the spectrum assumed; see ridgecv_loo)."""
-    ops = _ops(block, device, ("matmul",))
+    M = Xc V (MᵀM checks the orthogonality the spectrum assumed; see ridgecv_loo).
+    ``info``: what only the client reads (see :func:`_loo_args`)."""
     xp = ops.xp
-    M = ops.matmul(_centred(ops, block, mean, w, np.float64), ops.asarray(V))
+    M = ops.matmul(_centred(ops, block, mean, w, np.float64), V)
     MtM = ops.matmul(M.T, M)
     n_i = M.shape[0]
     yw = _centred(ops, ops.asarray(y).reshape(n_i, -1), y_mean, w, np.float64)
-    filt = ops.asarray(filt)
-    D = 1.0 - ops.matmul(M * M, filt)
+    D = ops.matmul(M * M, filt)  # the leverages h_i per alpha; D = 1 - h_i (- w_i/Σw)
+    xp.subtract(1.0, D, out=D)
     if fit_intercept:
-        wv = xp.ones(n_i) if w is None else ops.asarray(w, dtype=np.float64)
-        D -= (wv / w_sum)[:, None]
-    MtY = ops.asarray(MtY)
+        if w is None:
+            D -= 1.0 / w_sum
+        else:
+            D -= (ops.asarray(w, dtype=np.float64) / w_sum)[:, None]
     ones = xp.ones(n_i)
     if yw.shape[1] == 1:  # every alpha's fit in one product
-        E = (ops.matmul(M, MtY * filt) - yw) / D
+        E = ops.matmul(M, MtY * filt)
+        E -= yw
+        E /= D
         return (ones @ (E * E))[:, None], MtM
     sums = []
     for i in range(filt.shape[1]):
@@ -329,19 +385,26 @@ def _stats_dtype(X, factor):
     return np.float32 if factor == "gram32" and X.dtype == np.float32 else np.float64
 
 
-def _combined_stats(X, y, w, fit_intercept, factor):
+def _combined_stats(X, y, w, fit_intercept, factor, run=None):
     """Chunk statistics folded on the workers and then on the client (one pass over X).
 
     Returns n, Σw, the means (zero without an intercept), the factor of the centred,
     weighted X (its Gram XcᵀWXc, or an R with RᵀR equal to that Gram) and XcᵀWyc, all
     NumPy float64. ``factor``: 'gram', 'gram32' (the chunks' Gram in float32 for float32
-    X) or 'r'.
+    X) or 'r'. ``run``: a :func:`_runner` for X, y and w (made here if not given).
     """
+    run = _runner(X, (y, w)) if run is None else run
+    kind = "r" if factor == "r" else "gram"
+    logger.debug("dask pass: chunk statistics (%s)", factor)
+    parts = run(_chunk_stats, args=(kind, _stats_dtype(X, factor)), reduce=_fold_chunks(kind),
+                operations=("gram", "matmul", "qr_r"))
+    return _finish_stats(parts, kind, fit_intercept)
+
+
+def _finish_stats(parts, kind, fit_intercept):
+    """The groups' folded statistics (NumPy) folded into the whole's, checked finite."""
     from .backends import get_backend
 
-    kind = "r" if factor == "r" else "gram"
-    parts = _run(_chunk_stats, X, (y, w), (_device(), kind, _stats_dtype(X, factor)),
-                 reduce=_fold_chunks(kind))
     cpu = get_backend("cpu")
     parts = [(cpu,) + tuple(p) for p in parts]
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input: raised below
@@ -372,11 +435,49 @@ def ridge_normal_equations(X, y, w, fit_intercept):
     return G, C, mean, y_mean
 
 
+def _small_svd(R, device):
+    """SVD of a small square factor, on the GPU where this process can use one (cuSOLVER
+    beats the one-thread LAPACK of a dask worker), else with NumPy."""
+    from .backends import select_backend
+
+    ops = select_backend(device, operations=("svd",))[0]
+    U, s, Vt = ops.svd(ops.asarray(R))
+    return ops.to_host(U), ops.to_host(s), ops.to_host(Vt)
+
+
+def _loo_args(n, w_sum, mean, y_mean, C, R, alphas, fit_intercept, device):
+    """The LOO pass's shared arguments from the factor R (RᵀR = XcᵀWXc): the SVD
+    ``R = Ũ S Vᵀ``, MᵀY = Vᵀ XcᵀWyc and the inverse filters 1/(s² + α); the last item,
+    a dict, is what only the client reads (n, R, C, Ũ, s)."""
+    U, s, Vt = _small_svd(R, device)
+    V = np.ascontiguousarray(Vt.T)
+    MtY = V.T @ C  # (XwV)ᵀ yw
+    inv = 1.0 / ((s * s)[:, None] + np.asarray(alphas)[None, :])
+    return (mean, y_mean, V, inv, MtY, w_sum, fit_intercept,
+            {"n": n, "R": R, "C": C, "U": U, "s": s})
+
+
+def _loo_args_from_gram(stats, alphas, fit_intercept, device):
+    """:func:`_loo_args` for R = chol(XcᵀWXc)ᵀ (a LinAlgError if that fails)."""
+    n, w_sum, mean, y_mean, G, C = stats
+    R = np.linalg.cholesky(G).T
+    return _loo_args(n, w_sum, mean, y_mean, C, R, alphas, fit_intercept, device)
+
+
+def _gram_to_loo_args(parts, alphas, fit_intercept, device):
+    """The Gram pass's groups to the LOO pass's arguments: the task between the two
+    passes on a worker when they are chained (its errors reach the client)."""
+    return _loo_args_from_gram(_finish_stats(parts, "gram", fit_intercept), alphas,
+                               fit_intercept, device)
+
+
 def ridgecv_loo(X, y, w, alphas, fit_intercept):
     """RidgeCV over row chunks, normally in two passes: the Gram matrix of the centred,
-    weighted X (and XcᵀWyc), its Cholesky factor R and the SVD ``R = Ũ S Vᵀ`` on the
-    client; then the LOO squared-error sums per alpha and target, each chunk using the
-    small shared factors, together with MᵀM for M = Xc V.
+    weighted X (and XcᵀWyc), its Cholesky factor R and the SVD ``R = Ũ S Vᵀ``; then the
+    LOO squared-error sums per alpha and target, each chunk using the small shared
+    factors, together with MᵀM for M = Xc V. On a distributed cluster with persisted
+    data the two passes and the factorisation between them (a task on a worker) are
+    submitted as one graph: the client waits once.
 
     The second pass is also the check of the first, as in an in-memory CholeskyQR:
     ``S⁻¹ MᵀM S⁻¹`` is QᵀQ for Q = Xc R⁻¹ (rotated by Ũ), whose distance from I grows
@@ -384,53 +485,72 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
     M from the data leaves), that same matrix is CholeskyQR2's
     second Gram matrix: ``R ← chol(Ũ S⁻¹ MᵀM S⁻¹ Ũᵀ)ᵀ R`` and one more LOO pass (three
     in all). If a Cholesky factorisation fails or the check still fails, R comes from
-    TSQR (the chunks' QR factors, stacked) and the LOO pass is repeated.
+    TSQR (the chunks' QR factors, stacked) and the LOO pass is repeated. Each pass is
+    logged (DEBUG, "skgpu").
 
     Returns (mean squared LOO errors (n_alphas, n_targets), V, MtY, inverse filter, X and
     y means, n).
     """
-    from .backends import get_backend
-
     check_row_chunked(X)
-    cpu = get_backend("cpu")
     device = _device()
-    n, w_sum, mean, y_mean, G, C = _combined_stats(X, y, w, fit_intercept, "gram")
+    plan = _locality_plan(X, (y, w)) or False
+    run = functools.partial(_run, X=X, vectors=(y, w), plan=plan)
     p = X.shape[1]
     eps = np.finfo(np.float64).eps
-    tau = min(10.0 * eps * np.sqrt(n) * p, 1e-6)
 
-    def loo_pass(R):
-        U, s, Vt = cpu.svd(R)
-        V = np.ascontiguousarray(Vt.T)
-        MtY = V.T @ C  # (XwV)ᵀ yw
-        inv = 1.0 / ((s * s)[:, None] + np.asarray(alphas)[None, :])
-        sums, MtM = _sum_pairs(_run(
-            _loo_block, X, (y, w), (mean, y_mean, V, inv, MtY, w_sum, fit_intercept, device),
-            reduce=_sum_pairs))
+    def checked(args, sums, MtM):
+        """The LOO result and the check of R: (result, error / limit, QᵀQ)."""
+        _, _, V, inv, MtY, _, _, info = args
+        n, s, U = info["n"], info["s"], info["U"]
+        result = (sums / n, V, MtY, inv)
         if not s[-1] > 0:
-            return (sums / n, V, MtY, inv), np.inf, None
+            return result, np.inf, None
         QtQ = MtM / np.outer(s, s)  # Ũᵀ (QᵀQ) Ũ
         # M = Xc V is formed from the data, so even an exact R leaves ~eps·cond(X) here
         # (an in-memory fit forms the same M); beyond that and tau, R is inaccurate.
+        tau = min(10.0 * eps * np.sqrt(n) * p, 1e-6)
         limit = tau + 10.0 * eps * np.sqrt(p) * s[0] / s[-1]
         error = float(np.linalg.norm(QtQ - np.eye(len(s)))) / limit
-        return (sums / n, V, MtY, inv), error, U @ QtQ @ U.T
+        return result, error, U @ QtQ @ U.T
 
-    result = None
+    def loo_pass(args):
+        logger.debug("dask pass: leave-one-out")
+        return checked(args, *_sum_pairs(run(_loo_block, args=args, reduce=_sum_pairs)))
+
+    result = args = None
     try:
-        R = np.linalg.cholesky(G).T
-        for _ in range(2):  # CholeskyQR, then CholeskyQR2
-            result, error, QtQ = loo_pass(R)
-            if error <= 1.0:
-                break
-            result = None
-            R = np.linalg.cholesky(QtQ).T @ R
+        if plan:
+            logger.debug("dask pass: chunk statistics (gram)")
+            parts = _submit(plan, _chunk_stats, ("gram", np.float64), _fold_chunks("gram"),
+                            ("gram", "matmul", "qr_r"), device)
+            args = plan[0].submit(_gram_to_loo_args, parts, alphas, fit_intercept, device,
+                                  pure=False)
+            loo = _submit(plan, _loo_block, args, _sum_pairs, ("matmul",), device)
+            *sums, args = plan[0].gather(loo + [args])
+            logger.debug("dask pass: leave-one-out")
+            result, error, QtQ = checked(args, *_sum_pairs(sums))
+        else:
+            stats = _combined_stats(X, y, w, fit_intercept, "gram", run)
+            args = _loo_args_from_gram(stats, alphas, fit_intercept, device)
+            result, error, QtQ = loo_pass(args)
+        if error > 1.0:  # CholeskyQR2: the LOO pass's MᵀM refines R
+            if QtQ is None:  # R is singular
+                raise np.linalg.LinAlgError("singular R")
+            mean, y_mean, _, _, _, w_sum, _, info = args
+            R = np.linalg.cholesky(QtQ).T @ info["R"]
+            args = _loo_args(info["n"], w_sum, mean, y_mean, info["C"], R, alphas,
+                             fit_intercept, device)
+            result, error, _ = loo_pass(args)
+            if error > 1.0:
+                result = None
     except np.linalg.LinAlgError:
         result = None
-    if result is None:
-        _, _, _, _, R, _ = _combined_stats(X, y, w, fit_intercept, "r")
-        result, _, _ = loo_pass(R)
-    return result + (mean, y_mean, n)
+    if result is None:  # TSQR: R from the chunks' QR factors
+        n, w_sum, mean, y_mean, R, C = _combined_stats(X, y, w, fit_intercept, "r", run)
+        args = _loo_args(n, w_sum, mean, y_mean, C, R, alphas, fit_intercept, device)
+        result, _, _ = loo_pass(args)
+    mean, y_mean, *_, info = args
+    return result + (mean, y_mean, info["n"])
 
 
 # --- randomized SVD (TruncatedSVD) -------------------------------------------------------
@@ -440,48 +560,44 @@ def _chunk(ops, block, mean):
     return X if mean is None else X - ops.asarray(mean, dtype=X.dtype)
 
 
-def _range_r_block(block, Q, device, mean=None):
+def _range_r_block(ops, block, Q, mean=None):
     """R of the chunk's X_i Q (the product is not kept)."""
-    ops = _ops(block, device, ("matmul", "qr_r"))
     X = _chunk(ops, block, mean)
     return ops.to_host(ops.qr_r(ops.matmul(X, ops.asarray(Q, dtype=X.dtype))))
 
 
-def _range_back_block(block, Q, R_inv, device, mean=None):
+def _range_back_block(ops, block, Q, R_inv, mean=None):
     """X_iᵀ (X_i Q R⁻¹): the chunk's part of Xᵀ times the orthonormalised range."""
-    ops = _ops(block, device, ("matmul",))
     X = _chunk(ops, block, mean)
     Y = ops.matmul(ops.matmul(X, ops.asarray(Q, dtype=X.dtype)),
                    ops.asarray(R_inv, dtype=X.dtype))
     return ops.to_host(ops.matmul(X.T, Y)).astype(np.float64)
 
 
-def _moments_block(block, V, mean, mean_t, device):
+def _moments_block(ops, block, V, mean, mean_t):
     """Column sums (mean None) or centred sums of squares of X_i and of X_i V."""
-    ops = _ops(block, device, ("matmul",))
     X = ops.asarray(block, dtype=np.float64)
-    T = ops.matmul(X, ops.asarray(V))
+    T = ops.matmul(X, V)
     if mean is None:
-        return ops.to_host(X.sum(axis=0)), ops.to_host(T.sum(axis=0))
-    Xc, Tc = X - ops.asarray(mean), T - ops.asarray(mean_t)
-    return float(ops.xp.vdot(Xc, Xc)), ops.to_host((Tc * Tc).sum(axis=0))
+        ones = ops.xp.ones(X.shape[0])  # a GEMV: axis-0 sums of a tall array are slow
+        return ops.to_host(ones @ X), ops.to_host(ones @ T)
+    Xc, Tc = X - mean, T - mean_t
+    return float(ops.xp.vdot(Xc, Xc)), ops.to_host(ops.xp.ones(X.shape[0]) @ (Tc * Tc))
 
 
-def _centred_sq_sum(block, mean, device):
-    ops = _ops(block, device, ("matmul",))
-    X = ops.asarray(block, dtype=np.float64) - ops.asarray(mean)
+def _centred_sq_sum(ops, block, mean):
+    X = ops.asarray(block, dtype=np.float64) - mean
     return float(ops.xp.vdot(X, X))
 
 
-def _chunk_sums(block, device):
-    ops = _ops(block, device, ("column_mean",))
+def _chunk_sums(ops, block):
     X = ops.asarray(block, dtype=np.float64)
     return X.shape[0], ops.to_host(ops.xp.ones(X.shape[0]) @ X), _finite(ops, X)
 
 
-def _means(X, device):
+def _means(run):
     """n and the column means of X (one pass), for the randomized route."""
-    parts = _run(_chunk_sums, X, (), (device,))
+    parts = run(_chunk_sums, operations=("column_mean",))
     if not all(part[2] for part in parts):
         raise ValueError("Input contains NaN or infinity.")
     n = sum(part[0] for part in parts)
@@ -492,15 +608,15 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
     """PCA by the randomized SVD of the implicitly centred X (each chunk centred where it
     lives): (n, mean, S, Vt, total variance)."""
     check_row_chunked(X)
-    device = _device()
-    n, mean = _means(X, device)
+    run = _runner(X)
+    n, mean = _means(run)
     S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
-                           random_state=random_state, mean=mean)
-    total = sum(_run(_centred_sq_sum, X, (), (mean, device), reduce=sum))
+                           random_state=random_state, mean=mean, run=run)
+    total = sum(run(_centred_sq_sum, args=(mean,), reduce=sum))
     return n, mean, S, Vt, total / (n - 1)
 
 
-def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None):
+def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=None):
     """Halko et al. over row chunks, with scikit-learn's random draws: each power
     iteration is one pass for the R of X Q (TSQR), one for Xᵀ(X Q R⁻¹); the small factors
     are orthonormalised on the client. Returns (S, Vt) of the top ``k``.
@@ -513,7 +629,7 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None):
     n, p = X.shape
     if n < p:
         raise ValueError(f"Dask input needs n_samples >= n_features, got {n} < {p}.")
-    device = _device()
+    run = _runner(X) if run is None else run
     cpu = get_backend("cpu")
     random_state = check_random_state(random_state)
     if n_iter == "auto":
@@ -523,12 +639,12 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None):
         Q = Q.astype(X.dtype, copy=False)
 
     def orthonormal_range(Q):
-        R = cpu.qr_r(np.vstack(_run(_range_r_block, X, (), (Q, device, mean)))
-                     .astype(np.float64))
+        R = cpu.qr_r(np.vstack(run(_range_r_block, args=(Q, mean),
+                                   operations=("matmul", "qr_r"))).astype(np.float64))
         return np.linalg.inv(R)
 
     def back(Q, R_inv):
-        return sum(_run(_range_back_block, X, (), (Q, R_inv, device, mean), reduce=sum))
+        return sum(run(_range_back_block, args=(Q, R_inv, mean), reduce=sum))
 
     for _ in range(n_iter):
         Z = back(Q, orthonormal_range(Q))
@@ -540,9 +656,9 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None):
 
 def column_and_projection_variances(X, V):
     """(Σ_j var(X[:, j]), var(X V, axis=0)) in two passes (means, then centred sums)."""
-    device = _device()
     n = X.shape[0]
-    sums = _run(_moments_block, X, (), (V, None, None, device))
+    run = _runner(X)
+    sums = run(_moments_block, args=(V, None, None))
     mean, mean_t = sum(s[0] for s in sums) / n, sum(s[1] for s in sums) / n
-    sq = _run(_moments_block, X, (), (V, mean, mean_t, device))
+    sq = run(_moments_block, args=(V, mean, mean_t))
     return sum(s[0] for s in sq) / n, sum(s[1] for s in sq) / n

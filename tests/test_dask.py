@@ -288,45 +288,52 @@ def test_persisted_chunks_run_one_task_per_worker(client, rng, dtype, weighted):
 
 
 @pytest.mark.parametrize("persist", [False, True])
-def test_ridgecv_conditioning_routes(client, rng, monkeypatch, persist):
+def test_ridgecv_conditioning_routes(client, rng, monkeypatch, caplog, persist):
     """A well-conditioned X takes two passes (Gram, LOO). Where the Gram route's R is not
     accurate enough, the LOO pass's MᵀM refines it (CholeskyQR2: one more LOO pass), and
-    where even that cannot work (cond(X) ~ 1e12) R comes from the chunks' QR factors;
-    every route equals the in-memory QR route."""
+    where even that cannot work R comes from the chunks' QR factors; every route equals
+    the in-memory QR route. At cond(X) ~ 1e12 the Gram matrix (cond ~1e24) may pass or
+    fail Cholesky by rounding alone, so either of the last two routes is taken there;
+    the TSQR route is also forced, with Cholesky failing."""
+    import logging
+
     from skgpu import _dask
 
-    calls = []
-    real_stats, real_run = _dask._combined_stats, _dask._run
+    names = {"chunk statistics (gram)": "gram", "chunk statistics (r)": "r",
+             "leave-one-out": "loo"}
 
-    def spy_stats(X, y, w, fit_intercept, factor):
-        calls.append(factor)
-        return real_stats(X, y, w, fit_intercept, factor)
+    def route():
+        return [names[r.getMessage()[len("dask pass: "):]] for r in caplog.records
+                if r.getMessage().startswith("dask pass: ")]
 
-    def spy_run(func, *args, **kwargs):
-        if func is _dask._loo_block:
-            calls.append("loo")
-        return real_run(func, *args, **kwargs)
+    def no_cholesky(a):
+        raise np.linalg.LinAlgError("forced")
 
-    monkeypatch.setattr(_dask, "_combined_stats", spy_stats)
-    monkeypatch.setattr(_dask, "_run", spy_run)
+    caplog.set_level(logging.DEBUG, logger="skgpu")
     n, p = 1200, 6
     U = np.linalg.qr(rng.standard_normal((n, p)))[0]
     W = np.linalg.qr(rng.standard_normal((p, p)))[0]
     # (two backward-stable routes agree as far as the problem's conditioning allows:
     # with alpha=1e-6 that is ~σ_max²/alpha·eps on the coefficients)
-    for cond, expected, rtol in ((10.0, ["gram", "loo"], 1e-8),
-                                 (1e5, ["gram", "loo", "loo"], 1e-5),
-                                 (1e12, ["gram", "r", "loo"], 1e-5)):
+    tsqr = ["gram", "r", "loo"]
+    for cond, expected, rtol, forced in (
+            (10.0, [["gram", "loo"]], 1e-8, False),
+            (1e5, [["gram", "loo", "loo"]], 1e-5, False),
+            (1e12, [tsqr, ["gram", "loo", "loo"]], 1e-5, False),
+            (1e5, [tsqr], 1e-5, True)):
         X = (U * np.geomspace(1, 1 / cond, p)) @ W.T * 100 + rng.uniform(-1, 1, p)
         y = X @ rng.standard_normal(p) + 0.01 * rng.standard_normal(n)
         Xd, yd = da.from_array(X, chunks=(300, -1)), da.from_array(y, chunks=300)
         if persist:
             Xd, yd = client.persist([Xd, yd])
-        calls.clear()
         alphas = [1e-6, 1e-3, 1.0]
-        ours = RidgeCV(alphas=alphas).fit(Xd, yd)
         ref = RidgeCV(alphas=alphas).fit(X, y)
-        assert calls == expected, cond
+        caplog.clear()
+        with monkeypatch.context() as patch:
+            if forced:
+                patch.setattr(_dask.np.linalg, "cholesky", no_cholesky)
+            ours = RidgeCV(alphas=alphas).fit(Xd, yd)
+        assert route() in expected, cond
         assert ours.alpha_ == ref.alpha_
         assert_allclose_rel(ours.coef_, ref.coef_, rtol)
         assert_allclose_rel(ours.best_score_, ref.best_score_, rtol)
