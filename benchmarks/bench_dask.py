@@ -94,7 +94,10 @@ def _in_memory_gpu(chunk, n_chunks, p, seed):
     X = cp.concatenate([_gpu_block_X(i, chunk, p, seed) for i in range(n_chunks)])
     y = cp.concatenate([_gpu_block_y(X[i * chunk:(i + 1) * chunk], i, seed)
                         for i in range(n_chunks)])
-    return _time(lambda: fit_both(X, y), 3)
+    ref, t = _time(lambda: fit_both(X, y), 3)
+    parts = {"pca": _time(lambda: PCA(16, svd_solver="covariance_eigh").fit(X), 3)[1],
+             "ridgecv": _time(lambda: RidgeCV(alphas=ALPHAS).fit(X, y), 3)[1]}
+    return ref, t, parts
 
 
 def gpu_case(n, p, n_chunks, n_gpus, results, seed=0):
@@ -105,10 +108,12 @@ def gpu_case(n, p, n_chunks, n_gpus, results, seed=0):
     from distributed import Client
 
     chunk = n // n_chunks
-    ref, t_mem = _in_memory_gpu(chunk, n_chunks, p, seed)
+    ref, t_mem, mem_parts = _in_memory_gpu(chunk, n_chunks, p, seed)
     cp.get_default_memory_pool().free_all_blocks()
     row = {"case": f"PCA + RidgeCV, X {n}x{p} float32, {n_chunks} chunks, "
-                   f"{n_gpus} dask-cuda worker(s)", "in_memory_one_gpu": t_mem}
+                   f"{n_gpus} dask-cuda worker(s)", "in_memory_one_gpu": t_mem,
+           "in_memory_one_gpu_pca": mem_parts["pca"],
+           "in_memory_one_gpu_ridgecv": mem_parts["ridgecv"]}
     with LocalCUDACluster(n_workers=n_gpus, threads_per_worker=1) as cluster, \
             Client(cluster) as client:
         # Block i made on worker i mod n_gpus (and y_i beside it): an even spread, as
@@ -130,8 +135,10 @@ def gpu_case(n, p, n_chunks, n_gpus, results, seed=0):
         row["blocks_per_worker"] = sorted(collections.Counter(
             w for ws in client.who_has(distributed.futures_of(Xd)).values()
             for w in ws).values())
-        ours, t = _time(lambda: fit_both(Xd, yd), 3)
+        ours, t = _time(lambda: fit_both(Xd, yd), 5)
         row["dask"] = t
+        row["dask_pca"] = _time(lambda: PCA(16, svd_solver="covariance_eigh").fit(Xd), 5)[1]
+        row["dask_ridgecv"] = _time(lambda: RidgeCV(alphas=ALPHAS).fit(Xd, yd), 5)[1]
         row["dask_task_breakdown"] = _task_breakdown(lambda: fit_both(Xd, yd))
         _compare(row, ours, ref)
     row["ratio_in_memory_over_dask"] = t_mem["median_s"] / t["median_s"]
