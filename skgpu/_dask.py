@@ -6,7 +6,9 @@ LocalCUDACluster with one GPU per worker) and persisted data, one task per worke
 the chunks that worker holds (:func:`_run`); otherwise one ``dask.delayed`` task per chunk.
 Each chunk's work selects a backend like an in-memory fit does (CuPy chunks run on the
 GPU) and returns small results: Gram blocks and sums (PCA, Ridge, RidgeCV's first pass), R
-factors (TSQR), per-alpha error sums. The client finishes on the CPU backend.
+factors (TSQR), per-alpha error sums. The client finishes on the CPU backend, except
+the SVD of RidgeCV's small factor, which runs where that step runs (on a worker when the
+passes are chained, see :func:`ridgecv_loo`) and on its GPU when it has one.
 
 ``import skgpu`` never imports dask; these functions are reached only with dask input.
 """
@@ -440,7 +442,8 @@ def _small_svd(R, device):
     beats the one-thread LAPACK of a dask worker), else with NumPy."""
     from .backends import select_backend
 
-    ops = select_backend(device, operations=("svd",))[0]
+    # ('gpu' asks for the chunks' work; this step may run where there is no GPU)
+    ops = select_backend("cpu" if device == "cpu" else "auto", operations=("svd",))[0]
     U, s, Vt = ops.svd(ops.asarray(R))
     return ops.to_host(U), ops.to_host(s), ops.to_host(Vt)
 

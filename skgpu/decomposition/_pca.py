@@ -37,11 +37,19 @@ class _Decomposition:
     U: object = None
 
 
+def _row_signs(xp, Vt):
+    """The signs of scikit-learn's ``svd_flip(U, Vt, u_based_decision=False)``: each row
+    of Vt made positive at its largest absolute entry (a zero row keeps its sign), computed
+    where Vt lives (``xp``: NumPy, or CuPy for a wide Vt still on the device)."""
+    rows = xp.arange(Vt.shape[0])
+    signs = xp.sign(Vt[rows, xp.argmax(xp.abs(Vt), axis=1)]).astype(Vt.dtype)
+    signs[signs == 0] = 1
+    return signs
+
+
 def _flip_signs(ops, U, Vt):
     """scikit-learn's ``svd_flip(U, Vt, u_based_decision=False)`` with Vt on the host."""
-    rows = np.arange(Vt.shape[0])
-    signs = np.sign(Vt[rows, np.argmax(np.abs(Vt), axis=1)]).astype(Vt.dtype)
-    signs[signs == 0] = 1
+    signs = _row_signs(np, Vt)
     Vt *= signs[:, None]
     if U is not None:
         U = U * ops.asarray(signs, dtype=U.dtype)

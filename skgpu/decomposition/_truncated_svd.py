@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
-from ._pca import _arpack_svd, _flip_signs
+from ._pca import _arpack_svd, _flip_signs, _row_signs
 
 
 def _column_variance_sum(ops, X):
@@ -31,22 +31,14 @@ def _column_variances(ops, A):
     return w @ D
 
 
-def _flip_rows(ops, Vt):
-    """scikit-learn's ``svd_flip(None, Vt, u_based_decision=False)`` where Vt lives (a
-    wide Vt is flipped on the device before it is copied to the host)."""
-    xp = ops.xp
-    rows = xp.arange(Vt.shape[0])
-    signs = xp.sign(Vt[rows, xp.argmax(xp.abs(Vt), axis=1)])
-    signs[signs == 0] = 1
-    return Vt * signs[:, None]
-
-
 def _fit_randomized(ops, X, k, *, n_iter, n_oversamples, normalizer, random_state):
     X = ops.asarray(X)
     U, S, Vt = ops.randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
                                   power_iteration_normalizer=normalizer,
                                   random_state=random_state)
-    Vt = _flip_rows(ops, ops.xp.ascontiguousarray(Vt, dtype=X.dtype))
+    # flipped where it lives: a wide Vt is flipped on the device before it is copied
+    Vt = ops.xp.ascontiguousarray(Vt, dtype=X.dtype)
+    Vt = Vt * _row_signs(ops.xp, Vt)[:, None]
     Xt = ops.matmul(X, Vt.T)
     explained = ops.to_host(_column_variances(ops, Xt))
     return ops.to_host(Vt), ops.to_host(S), Xt, explained, _column_variance_sum(ops, X)
