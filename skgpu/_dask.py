@@ -496,8 +496,8 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
     """
     check_row_chunked(X)
     device = _device()
-    plan = _locality_plan(X, (y, w)) or False
-    run = functools.partial(_run, X=X, vectors=(y, w), plan=plan)
+    run = _runner(X, (y, w))
+    plan = run.keywords["plan"]  # the graph below submits on it directly
     p = X.shape[1]
     eps = np.finfo(np.float64).eps
 
