@@ -80,6 +80,63 @@ def test_matmul(ops, rng, dtype, with_bias, shape):
         assert_allclose_rel(out, ref, t * p)
 
 
+def _views(xp, A, kind):
+    """A view of the same values as A in a given memory layout."""
+    if kind == "C":
+        return xp.ascontiguousarray(A)
+    if kind == "F":
+        return xp.asfortranarray(A)
+    if kind == "T":  # the transpose of a C-ordered array: column-major
+        return xp.ascontiguousarray(A.T).T
+    pad = xp.zeros((A.shape[0] + 3, A.shape[1] + 5), dtype=A.dtype)
+    if kind == "offset":  # leading dimension > columns, start not 16-byte aligned
+        pad[1:1 + A.shape[0], 3:3 + A.shape[1]] = A
+        return pad[1:1 + A.shape[0], 3:3 + A.shape[1]]
+    if kind == "strided":  # no unit stride at all: copied before the product
+        big = xp.zeros((A.shape[0], 2 * A.shape[1]), dtype=A.dtype)
+        big[:, ::2] = A
+        return big[:, ::2]
+    raise ValueError(kind)
+
+
+LAYOUTS = ["C", "F", "T", "offset", "strided"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout_a", LAYOUTS)
+@pytest.mark.parametrize("layout_b", LAYOUTS)
+@pytest.mark.parametrize("shape", [(37, 9, 5), (1, 6, 4), (8, 5, 1), (6, 1, 3)])
+def test_matmul_layouts(ops, rng, dtype, layout_a, layout_b, shape):
+    """Products of operands in any memory layout (row- or column-major, transposed,
+    offset into a padded array, no unit stride), with and without a bias (its own array
+    or a view at an odd offset), equal NumPy's; each shape twice (a cached plan, new
+    operands)."""
+    m, k, n = shape
+    t = tol(dtype, backend=ops.name)
+    for _ in range(2):
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        bias = rng.standard_normal(n).astype(dtype)
+        A, B = _views(ops.xp, ops.asarray(a), layout_a), _views(ops.xp, ops.asarray(b), layout_b)
+        np.testing.assert_array_equal(to_host(A), a)
+        padded = ops.asarray(np.concatenate([np.zeros(1, dtype), bias]))
+        for with_bias in (None, ops.asarray(bias), padded[1:]):  # a view: not aligned
+            out = ops.matmul(A, B, bias=with_bias)
+            ref = a.astype(np.float64) @ b + (0 if with_bias is None else bias)
+            assert out.shape == (m, n)
+            assert to_host(out).dtype == dtype
+            assert_allclose_rel(out, ref, t * k)
+
+
+@pytest.mark.parametrize("shape", [(0, 4, 3), (5, 0, 3), (5, 4, 0)])
+def test_matmul_empty(ops, shape):
+    m, k, n = shape
+    bias = np.arange(n, dtype=np.float64)
+    out = ops.matmul(ops.asarray(np.ones((m, k))), ops.asarray(np.ones((k, n))),
+                     bias=ops.asarray(bias))
+    np.testing.assert_array_equal(to_host(out), np.zeros((m, n)) + bias)
+
+
 @pytest.mark.parametrize("precision", ["high", "medium"])
 def test_matmul_lower_precision_float32(ops, rng, precision):
     a = rng.standard_normal((256, 128)).astype(np.float32)

@@ -1,8 +1,9 @@
 """The GPU backend: the operation set of DESIGN.md on nvmath-python with CuPy arrays.
 
-Heavy kernels are nvmath's: cuBLASLt ``Matmul`` (with the BIAS epilog, plans cached per
-shape), cuSOLVER through ``nvmath.bindings.cusolverDn`` (potrf/potrs/potri, syevd/syevdx,
-gesvdj, geqrf/orgqr) and cuDSS through ``nvmath.sparse.advanced.DirectSolver``. CuPy is the
+Heavy kernels are nvmath's: cuBLASLt matmul through ``nvmath.bindings.cublasLt`` (with
+the BIAS epilog, plans cached per shape, see :class:`_LtPlan`), cuSOLVER through
+``nvmath.bindings.cusolverDn`` (potrf/potrs/potri, syevd/syevdx, gesvdj, geqrf/orgqr),
+cuSPARSE SpMM through ``nvmath.bindings.cusparse`` and cuDSS through ``nvmath.sparse.advanced.DirectSolver``. CuPy is the
 array container and runs the elementwise work. This module imports CuPy and nvmath at
 import time; the seam imports it only when the GPU is asked for.
 """
@@ -19,8 +20,8 @@ import cupy as cp
 import cupyx.scipy.sparse as csp
 import numpy as np
 import nvmath
-from nvmath.bindings import cublas, cusolverDn, cusparse
-from nvmath.linalg.advanced import Matmul, MatmulComputeType, MatmulEpilog, MatmulOptions
+from nvmath.bindings import cublas, cublasLt, cusolverDn, cusparse
+from nvmath.linalg.advanced import MatmulComputeType
 from sklearn.utils import check_random_state
 
 from .._config import get_config
@@ -59,7 +60,8 @@ _local = threading.local()
 
 
 def _thread_state():
-    """Per-thread, per-process state: cuSOLVER handles per device and the Matmul plan cache.
+    """Per-thread, per-process state: library handles per device and the cuBLASLt plan
+    cache.
 
     A forked worker sees the parent's thread-local object; the pid check gives it its own.
     """
@@ -71,15 +73,16 @@ def _thread_state():
 
 
 def _handle(library):
-    """This thread's handle of ``library`` (an nvmath bindings module with ``create`` and
-    ``set_stream``: cuSOLVER, cuBLAS, cuSPARSE) for the current device, bound to the
-    current stream."""
+    """This thread's handle of ``library`` (an nvmath bindings module with ``create``:
+    cuSOLVER, cuBLAS, cuSPARSE, cuBLASLt) for the current device, bound to the current
+    stream where the library binds one (cuBLASLt takes the stream per call)."""
     handles = _thread_state()["handles"]
     key = (library.__name__, cp.cuda.runtime.getDevice())
     handle = handles.get(key)
     if handle is None:
         handle = handles[key] = library.create()
-    library.set_stream(handle, cp.cuda.get_current_stream().ptr)
+    if library is not cublasLt:
+        library.set_stream(handle, cp.cuda.get_current_stream().ptr)
     return handle
 
 
@@ -420,6 +423,158 @@ class GPUSparseSPDFactor:
         self._solvers.clear()
 
 
+#: cudaDataType of the operands cuBLASLt multiplies here, and the scale type per dtype.
+_LT_TYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # CUDA_R_32F, CUDA_R_64F
+#: Workspace a cuBLASLt algorithm may ask for (NVIDIA's recommendation for Hopper).
+_LT_WORKSPACE = 32 << 20
+
+
+def _lt_operand(x):
+    """How cuBLASLt (column-major) sees ``xᵀ`` for a 2-D CuPy array ``x``: (transpose,
+    rows, cols, ld) of a column-major matrix over x's memory, or None when neither of x's
+    dimensions is contiguous. A row-major x (r × c) is xᵀ itself (c × r, op N); a
+    column-major x is a column-major r × c matrix, transposed (op T)."""
+    s = x.itemsize
+    r, c = x.shape
+    s0, s1 = x.strides
+    if s0 % s or s1 % s or s0 < 0 or s1 < 0:
+        return None
+    if c == 1 or s1 == s:  # rows contiguous (a one-column x is too)
+        ld = s0 // s if r > 1 else c
+        return (cublas.Operation.N, c, r, ld) if ld >= max(c, 1) else None
+    if r == 1 or s0 == s:  # columns contiguous
+        ld = s1 // s if c > 1 else r
+        return (cublas.Operation.T, r, c, ld) if ld >= max(r, 1) else None
+    return None
+
+
+def _alignment(ptr):
+    """The largest power of two, up to 256, dividing a device address."""
+    return min(256, ptr & -ptr) if ptr else 256
+
+
+class _LtPlan:
+    """One cuBLASLt matmul ``a @ b (+ bias)`` of fixed shapes, strides, dtype and operand
+    alignment, made once with nvmath's cuBLASLt bindings and executed for new operands
+    with one library call. (nvmath's ``Matmul`` object took ~0.1 ms of host time per
+    call for its operand reset and stream and event bookkeeping: a fifth of the product
+    itself at the PCA-transform size, 1,000,000 × 256 by 256 × 16.) The algorithm is
+    cuBLASLt's first heuristic choice; at that size every configuration cuBLASLt offers
+    was timed, and none beat it (0.49 ms).
+
+    Row-major ``out (m × n) = a (m × k) @ b (k × n)`` is column-major
+    ``outᵀ = bᵀ aᵀ``: cuBLASLt's A is b, its B is a, and its BIAS epilog (a vector added
+    to every column of the column-major result) adds ``bias`` to every row of ``out``.
+    """
+
+    def __init__(self, a, b, has_bias, compute_type):
+        self.m, self.n = a.shape[0], b.shape[1]
+        self.dtype = a.dtype
+        dtype = _LT_TYPES[a.dtype]
+        scale = np.empty(2, dtype=a.dtype)  # alpha, beta
+        scale[:] = (1, 0)
+        self._scale = scale
+        self._objects = []
+        handle = _handle(cublasLt)
+        desc = cublasLt.matmul_desc_create(int(compute_type), dtype)
+        self._objects.append((cublasLt.matmul_desc_destroy, desc))
+        layouts = []
+        for x, which in ((b, "TRANSA"), (a, "TRANSB")):
+            op, rows, cols, ld = _lt_operand(x)
+            self._set(desc, which, np.int32(op))
+            layouts.append(self._layout(dtype, rows, cols, ld))
+        out = self._layout(dtype, self.n, self.m, max(self.n, 1))
+        if has_bias:
+            self._set(desc, "EPILOGUE", np.uint32(cublasLt.Epilogue.BIAS))
+        pref = cublasLt.matmul_preference_create()
+        self._objects.append((cublasLt.matmul_preference_destroy, pref))
+        for attr, value in (("MAX_WORKSPACE_BYTES", np.uint64(_LT_WORKSPACE)),
+                            ("MIN_ALIGNMENT_A_BYTES", np.uint32(_alignment(b.data.ptr))),
+                            ("MIN_ALIGNMENT_B_BYTES", np.uint32(_alignment(a.data.ptr))),
+                            ("MIN_ALIGNMENT_C_BYTES", np.uint32(256)),
+                            ("MIN_ALIGNMENT_D_BYTES", np.uint32(256))):
+            buf = np.array(value)
+            cublasLt.matmul_preference_set_attribute(
+                pref, getattr(cublasLt.MatmulPreferenceAttribute, attr), buf.ctypes.data,
+                buf.nbytes)
+        self._algo = cublasLt.MatmulHeuristicResult(1)
+        found = np.zeros(1, dtype=np.int32)
+        try:
+            cublasLt.matmul_algo_get_heuristic(handle, desc, layouts[0], layouts[1], out,
+                                               out, pref, 1, self._algo.ptr,
+                                               found.ctypes.data)
+            if found[0] < 1:
+                raise RuntimeError("cuBLASLt found no algorithm for this matmul.")
+        except Exception:
+            self.free()
+            raise
+        self.workspace = int(self._algo.workspace_size)
+        self._bias_ptr = np.zeros((), dtype=np.int64)
+        self._call = (handle, desc, int(scale.ctypes.data), layouts[0], layouts[1],
+                      int(scale[1:].ctypes.data), out, self._algo.ptr)
+
+    def _set(self, desc, attr, value):
+        buf = np.array(value)
+        cublasLt.matmul_desc_set_attribute(desc, getattr(cublasLt.MatmulDescAttribute, attr),
+                                           buf.ctypes.data, buf.nbytes)
+
+    def _layout(self, dtype, rows, cols, ld):
+        layout = cublasLt.matrix_layout_create(dtype, rows, cols, ld)
+        self._objects.append((cublasLt.matrix_layout_destroy, layout))
+        return layout
+
+    def __call__(self, a, b, bias):
+        handle, desc, alpha, a_layout, b_layout, beta, out_layout, algo = self._call
+        out = cp.empty((self.m, self.n), dtype=self.dtype)
+        if bias is not None:
+            self._bias_ptr[()] = bias.data.ptr
+            cublasLt.matmul_desc_set_attribute(desc, cublasLt.MatmulDescAttribute.BIAS_POINTER,
+                                               self._bias_ptr.ctypes.data, 8)
+        # the workspace comes from CuPy's pool per call (stream-ordered, so it is reused
+        # safely); a cached one would pin pool memory that free_memory() cannot return
+        workspace = cp.cuda.alloc(self.workspace) if self.workspace else None
+        cublasLt.matmul(handle, desc, alpha, b.data.ptr, a_layout, a.data.ptr, b_layout, beta,
+                        out.data.ptr, out_layout, out.data.ptr, out_layout, algo,
+                        0 if workspace is None else workspace.ptr, self.workspace,
+                        cp.cuda.get_current_stream().ptr)
+        return out
+
+    def free(self):
+        while self._objects:
+            destroy, obj = self._objects.pop()
+            destroy(obj)
+
+
+def _lt_matmul(a, b, bias, compute_type):
+    """``a @ b (+ bias added to every row)`` for 2-D float32/float64 CuPy arrays through a
+    cached :class:`_LtPlan` (the key holds shapes, strides, dtype, operand alignment,
+    compute type and device). Operands with no contiguous dimension are copied first.
+    Plans hold no operand: a user's array is freed when the user lets it go."""
+    if a.dtype not in _LT_TYPES:
+        raise TypeError(f"cuBLASLt matmul here takes float32 or float64, got {a.dtype}.")
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0 or k == 0:  # nothing for cuBLASLt to do
+        out = cp.zeros((m, n), dtype=a.dtype)
+        return out if bias is None else out + bias
+    if _lt_operand(a) is None:
+        a = cp.ascontiguousarray(a)
+    if _lt_operand(b) is None:
+        b = cp.ascontiguousarray(b)
+    key = (a.shape, a.strides, b.shape, b.strides, a.dtype.str, bias is not None,
+           int(compute_type), _alignment(a.data.ptr), _alignment(b.data.ptr),
+           cp.cuda.runtime.getDevice())
+    plans = _thread_state()["plans"]
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _LtPlan(a, b, bias is not None, compute_type)
+        if len(plans) > _MATMUL_CACHE_SIZE:
+            plans.popitem(last=False)[1].free()
+    else:
+        plans.move_to_end(key)
+    return plan(a, b, bias)
+
+
 _COMPUTE_TYPES = {
     ("float32", "highest"): MatmulComputeType.COMPUTE_32F,
     ("float32", "high"): MatmulComputeType.COMPUTE_32F_FAST_TF32,
@@ -451,8 +606,8 @@ class GPUBackend:
 
     def free_memory(self):
         plans = _thread_state()["plans"]
-        for mm in plans.values():
-            mm.free()
+        for plan in plans.values():
+            plan.free()
         plans.clear()
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
@@ -493,47 +648,17 @@ class GPUBackend:
             return MatmulComputeType.COMPUTE_64F
         return _COMPUTE_TYPES[(np.dtype(dtype).name, get_config()["matmul_precision"])]
 
-    def _lt_matmul(self, a, b, bias):
-        """cuBLASLt ``a @ b (+ bias[:, None])`` with the plan cached per layout.
-
-        The key holds every operand's shape, strides, dtype and device, so a cached plan
-        takes new operands through nvmath's unchecked reset (the checked one cost ~0.1 ms
-        of host time per call). After each call the plan lets go of its operands: a cached
-        plan must not keep a user's (possibly large) array alive.
-        """
-        compute_type = self._compute_type(a.dtype)
-        key = (a.shape, a.strides, b.shape, b.strides, a.dtype.str, bias is not None,
-               int(compute_type), cp.cuda.runtime.getDevice())
-        plans = _thread_state()["plans"]
-        epilog_inputs = None if bias is None else {"bias": bias}
-        mm = plans.get(key)
-        if mm is None:
-            mm = Matmul(a, b, options=MatmulOptions(compute_type=compute_type,
-                                                    logger=_nvmath_logger))
-            mm.plan(epilog=None if bias is None else MatmulEpilog.BIAS,
-                    epilog_inputs=epilog_inputs)
-            plans[key] = mm
-            if len(plans) > _MATMUL_CACHE_SIZE:
-                plans.popitem(last=False)[1].free()
-        else:
-            plans.move_to_end(key)
-            mm.reset_operands_unchecked(a=a, b=b, epilog_inputs=epilog_inputs)
-        out = mm.execute()
-        mm.release_operands()
-        return out
-
     def matmul(self, a, b, bias=None):
         if is_sparse(a):
             out = self.spmm(a, b)
             return out if bias is None else out + bias
         a = self.asarray(a)
         b = self.asarray(b, dtype=a.dtype)
-        if bias is None:
-            return self._lt_matmul(a, b, None)
-        # cuBLASLt adds a BIAS to each column of the result, so compute the transpose:
-        # (a @ b + bias)ᵀ = bᵀ aᵀ + bias[:, None].
-        bias = cp.ascontiguousarray(self.asarray(bias, dtype=a.dtype).ravel())
-        return self._lt_matmul(b.T, a.T, bias).T
+        if bias is not None:
+            bias = self.asarray(bias, dtype=a.dtype)
+            if bias.ndim != 1 or not bias.flags.c_contiguous or bias.data.ptr % 16:
+                bias = cp.array(bias.ravel())  # contiguous and aligned
+        return _lt_matmul(a, b, bias, self._compute_type(a.dtype))
 
     def spmm(self, A, B):
         B = self.asarray(B)
