@@ -78,11 +78,11 @@ def to_numpy(a):
 
 def to_cupy(a):
     """Any supported array moved to (or viewed on) the current GPU as CuPy."""
+    if is_cupy_array(a) or is_cupy_sparse(a):  # first: this is on every call's path
+        return a
     import cupy as cp
     import cupyx.scipy.sparse as csp
 
-    if is_cupy_array(a) or is_cupy_sparse(a):
-        return a
     if sp.issparse(a):
         fmt = a.format if a.format in ("csr", "csc", "coo") else "csr"
         return getattr(csp, f"{fmt}_matrix")(a.asformat(fmt))

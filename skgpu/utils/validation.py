@@ -142,8 +142,18 @@ def _validate_X(estimator, X, *, reset, dtype, accept_sparse, ensure_min_samples
         )
     if ensure_all_finite:
         _assert_all_finite_on_device(X.data if sparse else X, name)
-    _check_n_features(estimator, X, reset=reset)
-    _check_feature_names(estimator, X, reset=reset)
+    if reset:
+        _check_n_features(estimator, X, reset=True)
+        _check_feature_names(estimator, X, reset=True)
+        return X
+    # scikit-learn's checks against the fit, short-cut for device arrays (they have no
+    # feature names): this is on the path of every transform and predict
+    expected = getattr(estimator, "n_features_in_", None)
+    if expected is not None and n_features != expected:
+        raise ValueError(f"X has {n_features} features, but {name} is expecting "
+                         f"{expected} features as input.")
+    if getattr(estimator, "feature_names_in_", None) is not None:
+        _check_feature_names(estimator, X, reset=False)  # its warning
     return X
 
 
@@ -176,7 +186,8 @@ def check_finite_through(ops, out, X, estimator):
     whose product overflows passes, as in scikit-learn).
     """
     values = out.data if ops.is_sparse(out) else out
-    if values.size == 0 or np.isfinite(float(ops.xp.sum(values, dtype=np.float64))):
+    # summed in its own dtype: an overflow of finite values only costs the look at X
+    if values.size == 0 or np.isfinite(float(ops.xp.sum(values))):
         return
     assert_all_finite(X, estimator)
 
