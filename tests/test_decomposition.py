@@ -231,6 +231,25 @@ def test_cupy_and_torch_inputs_stay_on_device(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("Estimator", [PCA, TruncatedSVD])
+def test_device_input_checked_against_the_fit(rng, Estimator):
+    """A CuPy X at transform gets scikit-learn's feature-count error, and its warning
+    when the fit had feature names (a DataFrame) and X has none."""
+    import cupy as cp
+
+    pd = pytest.importorskip("pandas")
+    X = make_data(rng, 200, 6, np.float64)
+    est = Estimator(n_components=2).fit(cp.asarray(X))
+    with pytest.raises(ValueError, match="X has 5 features, but "
+                       f"{Estimator.__name__} is expecting 6 features as input"):
+        est.transform(cp.asarray(X[:, :5]))
+    est = Estimator(n_components=2).fit(pd.DataFrame(X, columns=list("abcdef")))
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        Z = est.transform(cp.asarray(X))
+    np.testing.assert_allclose(cp.asnumpy(Z), est.transform(X), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.gpu
 def test_gpu_fitted_estimator_unpickles_and_predicts_on_cpu(rng):
     X = make_data(rng, 300, 10, np.float64)
     ours = PCA(3).fit(X)
