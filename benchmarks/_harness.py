@@ -19,12 +19,19 @@ import skgpu  # noqa: E402
 from skgpu.backends import gpu_status  # noqa: E402
 
 def _probe_gpu():
-    # A process that multiprocessing spawned (a dask worker, say) re-imports the benchmark
-    # script; probing CUDA there would make a context on device 0 before dask-cuda has
-    # given that worker its own GPU.
+    # A process that multiprocessing spawns (a dask worker, say) first re-imports the
+    # benchmark script, and probing CUDA there would initialise it on physical GPU 0
+    # before the nanny sets that worker's CUDA_VISIBLE_DEVICES: every dask-cuda worker
+    # would then compute on GPU 0. While the script is re-imported, parent_process() is
+    # still None (it is set only afterwards), but __main__ is multiprocessing's bootstrap,
+    # which has no file.
     import multiprocessing
 
-    return multiprocessing.parent_process() is None and gpu_status()[0]
+    import __main__
+
+    if multiprocessing.parent_process() is not None or not getattr(__main__, "__file__", None):
+        return False
+    return gpu_status()[0]
 
 
 GPU = _probe_gpu()
