@@ -240,7 +240,8 @@ def _count_group_tasks(func, moves_data=False):
     may fetch data from another worker (y persisted apart from X may have to move)."""
     with distributed.get_task_stream() as stream:
         out = func()
-    tasks = [t for t in stream.data if "_group_task" in str(t["key"])]
+    tasks = [t for t in stream.data
+             if any(name in str(t["key"]) for name in ("_pass_task", "_loo_task"))]
     if not moves_data:
         assert not [p for t in tasks for p in t["startstops"] if p["action"] == "transfer"]
     return out, len(tasks)
@@ -258,16 +259,18 @@ def test_persisted_chunks_run_one_task_per_worker(client, rng, dtype, weighted):
                              da.from_array(y, chunks=250)])
     swd = None if sw is None else client.persist(da.from_array(sw, chunks=250))
     distributed.wait([Xd, yd] + ([] if swd is None else [swd]))
-    n_workers = len(client.scheduler_info()["workers"])
+    holders = len({w for ws in client.who_has(distributed.futures_of(Xd)).values()
+                   for w in ws})
+    assert holders == len(client.scheduler_info()["workers"]) == 2
     pca, tasks = _count_group_tasks(lambda: PCA(3).fit(Xd))
-    assert tasks <= n_workers
+    assert tasks == holders
     ref = PCA(3, svd_solver="covariance_eigh").fit(X)
     for name in ("components_", "explained_variance_", "mean_"):
         assert_allclose_rel(getattr(pca, name), getattr(ref, name), _tol(dtype))
     alphas = [0.01, 1.0, 100.0]
     cv, tasks = _count_group_tasks(
         lambda: RidgeCV(alphas=alphas).fit(Xd, yd, sample_weight=swd), moves_data=True)
-    assert tasks <= 2 * n_workers  # the Gram pass and the LOO pass
+    assert tasks == 2 * holders  # the Gram pass and the LOO pass
     cv_ref = RidgeCV(alphas=alphas).fit(X, y, sample_weight=sw)
     assert cv.alpha_ == cv_ref.alpha_
     assert_allclose_rel(cv.best_score_, cv_ref.best_score_, 1e-8)
@@ -287,7 +290,33 @@ def test_persisted_chunks_run_one_task_per_worker(client, rng, dtype, weighted):
                         _tol(dtype))
 
 
-@pytest.mark.parametrize("persist", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_chunks_on_one_worker(client, rng, dtype, weighted):
+    """All chunks on one worker: each pass is one task there, and RidgeCV's two passes
+    (with the factorisation between them) are a single task; fits equal in-memory ones."""
+    X, Y = _data(rng, 1800, 7, 1, dtype)
+    y = Y[:, 0]
+    sw = rng.uniform(0.5, 2.0, 1800) if weighted else None
+    worker = sorted(client.scheduler_info()["workers"])[1]
+    Xd, yd = client.persist([da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)],
+                            workers=[worker])
+    distributed.wait([Xd, yd])
+    pca, tasks = _count_group_tasks(lambda: PCA(3).fit(Xd))
+    assert tasks == 1
+    ref = PCA(3, svd_solver="covariance_eigh").fit(X)
+    for name in ("components_", "explained_variance_", "mean_"):
+        assert_allclose_rel(getattr(pca, name), getattr(ref, name), _tol(dtype))
+    alphas = [0.01, 1.0, 100.0]
+    cv, tasks = _count_group_tasks(lambda: RidgeCV(alphas=alphas).fit(Xd, yd, sample_weight=sw))
+    assert tasks == 1
+    cv_ref = RidgeCV(alphas=alphas).fit(X, y, sample_weight=sw)
+    assert cv.alpha_ == cv_ref.alpha_
+    assert_allclose_rel(cv.best_score_, cv_ref.best_score_, 1e-8)
+    assert_allclose_rel(cv.coef_, cv_ref.coef_, _tol(dtype))
+
+
+@pytest.mark.parametrize("persist", ["no", "spread", "one_worker"])
 def test_ridgecv_conditioning_routes(client, rng, monkeypatch, caplog, persist):
     """A well-conditioned X takes two passes (Gram, LOO). Where the Gram route's R is not
     accurate enough, the LOO pass's MᵀM refines it (CholeskyQR2: one more LOO pass), and
@@ -324,8 +353,10 @@ def test_ridgecv_conditioning_routes(client, rng, monkeypatch, caplog, persist):
         X = (U * np.geomspace(1, 1 / cond, p)) @ W.T * 100 + rng.uniform(-1, 1, p)
         y = X @ rng.standard_normal(p) + 0.01 * rng.standard_normal(n)
         Xd, yd = da.from_array(X, chunks=(300, -1)), da.from_array(y, chunks=300)
-        if persist:
-            Xd, yd = client.persist([Xd, yd])
+        if persist != "no":
+            workers = sorted(client.scheduler_info()["workers"])[:1]
+            Xd, yd = client.persist([Xd, yd], workers=workers if persist == "one_worker"
+                                    else None)
         alphas = [1e-6, 1e-3, 1.0]
         ref = RidgeCV(alphas=alphas).fit(X, y)
         caplog.clear()

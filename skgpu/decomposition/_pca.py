@@ -14,7 +14,8 @@ from sklearn.utils._arpack import _init_arpack_v0
 from sklearn.utils.sparsefuncs import _implicit_column_offset, mean_variance_axis
 from sklearn.utils.validation import check_is_fitted
 
-from ..backends import get_backend, run_with_fallback
+from .._config import get_config
+from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
 from ..utils.validation import assert_all_finite, check_finite_through, validate_data
@@ -305,7 +306,10 @@ class PCA(_SkPCA):
                                     explained_variance=S**2 / (n - 1), total_var=total_var)
         else:
             n, mean, C = pca_covariance(X)
-            result = _from_covariance(cpu, C, mean, n)
+            # the small eigensolve where this process has a GPU (as in memory)
+            device = "cpu" if get_config()["device"] == "cpu" else "auto"
+            result = _from_covariance(select_backend(device, operations=("eigh",))[0], C,
+                                      mean, n)
         dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
         self._set_fitted(result, solver, n_components, n_samples, n_features, dtype)
         self.n_features_in_ = n_features
