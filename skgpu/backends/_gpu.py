@@ -3,9 +3,10 @@
 Heavy kernels are nvmath's: cuBLASLt matmul through ``nvmath.bindings.cublasLt`` (with
 the BIAS epilog, plans cached per shape, see :class:`_LtPlan`), cuSOLVER through
 ``nvmath.bindings.cusolverDn`` (potrf/potrs/potri, syevd/syevdx, gesvdj, geqrf/orgqr),
-cuSPARSE SpMM through ``nvmath.bindings.cusparse`` and cuDSS through ``nvmath.sparse.advanced.DirectSolver``. CuPy is the
-array container and runs the elementwise work. This module imports CuPy and nvmath at
-import time; the seam imports it only when the GPU is asked for.
+cuSPARSE SpMM through ``nvmath.bindings.cusparse`` and cuDSS through
+``nvmath.sparse.advanced.DirectSolver``. CuPy is the array container and runs the
+elementwise work. This module imports CuPy and nvmath at import time; the seam imports
+it only when the GPU is asked for.
 """
 
 from __future__ import annotations
@@ -459,8 +460,9 @@ class _LtPlan:
     with one library call. (nvmath's ``Matmul`` object took ~0.1 ms of host time per
     call for its operand reset and stream and event bookkeeping: a fifth of the product
     itself at the PCA-transform size, 1,000,000 × 256 by 256 × 16.) The algorithm is
-    cuBLASLt's first heuristic choice; at that size every configuration cuBLASLt offers
-    was timed, and none beat it (0.49 ms).
+    cuBLASLt's first heuristic choice; at that size every configuration cuBLASLt
+    accepted (35 of algorithm, tile, stages, swizzle) was timed, and none beat it
+    (0.49 ms).
 
     Row-major ``out (m × n) = a (m × k) @ b (k × n)`` is column-major
     ``outᵀ = bᵀ aᵀ``: cuBLASLt's A is b, its B is a, and its BIAS epilog (a vector added
