@@ -18,7 +18,7 @@ from .._config import get_config
 from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
-from ..utils.validation import assert_all_finite, check_finite_through, validate_data
+from ..utils.validation import assert_all_finite, checked_product, validate_data
 
 
 @dataclass
@@ -465,15 +465,8 @@ class PCA(_SkPCA):
 
     def _project(self, X, spec, check_finite=False):
         def work(ops):
-            if check_finite and not ops.is_gpu:
-                assert_all_finite(X, self)  # before NumPy warns on the arithmetic
             W, bias = self._projection(ops)
-            Xd = ops.asarray(X)
-            out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
-                             bias=ops.asarray(bias, dtype=Xd.dtype))
-            if check_finite and ops.is_gpu:
-                check_finite_through(ops, out, X, self)
-            return out
+            return checked_product(ops, X, W, self, bias, check_finite)
 
         out, backend = run_with_fallback(work, operations=("matmul",), X=X,
                                          what="PCA.transform")

@@ -202,8 +202,7 @@ class TruncatedSVD(_SkTruncatedSVD):
 
     def transform(self, X):
         """Reduce X: ``X @ components_.T``, in the container of X."""
-        from ..utils.validation import (assert_all_finite, check_finite_through,
-                                        validate_data)
+        from ..utils.validation import checked_product, validate_data
 
         check_is_fitted(self)
         from .._dask import check_row_chunked, is_dask_array
@@ -218,13 +217,7 @@ class TruncatedSVD(_SkTruncatedSVD):
                           ensure_all_finite=False)
 
         def work(ops):
-            if not ops.is_gpu:
-                assert_all_finite(X, self)  # before NumPy warns on the arithmetic
-            Xd = ops.asarray(X)
-            out = ops.matmul(Xd, ops.asarray(self._components_on(ops, True), dtype=Xd.dtype))
-            if ops.is_gpu:
-                check_finite_through(ops, out, X, self)
-            return out
+            return checked_product(ops, X, self._components_on(ops, True), self)
 
         out, _ = run_with_fallback(work, operations=("matmul",), X=X,
                                    what="TruncatedSVD.transform")

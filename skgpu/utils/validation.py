@@ -176,6 +176,21 @@ def _assert_all_finite_on_device(values, name):
         )
 
 
+def checked_product(ops, X, W, estimator, bias=None, check_finite=True):
+    """``X @ W (+ bias)`` on ``ops`` for a transform, with scikit-learn's NaN/infinity
+    error for X (validated with ``ensure_all_finite=False``): on the CPU X is checked
+    first (NumPy would warn on the arithmetic), on the GPU the product is
+    (:func:`check_finite_through`)."""
+    if check_finite and not ops.is_gpu:
+        assert_all_finite(X, estimator)
+    Xd = ops.asarray(X)
+    out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
+                     bias=None if bias is None else ops.asarray(bias, dtype=Xd.dtype))
+    if check_finite and ops.is_gpu:
+        check_finite_through(ops, out, X, estimator)
+    return out
+
+
 def check_finite_through(ops, out, X, estimator):
     """Raise scikit-learn's NaN/infinity error for ``X`` if the product ``out`` of X
     (``X @ W + b``, validated with ``ensure_all_finite=False``) is not finite.
