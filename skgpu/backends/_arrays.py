@@ -13,20 +13,40 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def _module_root(obj):
-    return type(obj).__module__.split(".", 1)[0]
+#: What each type seen so far is (these checks run several times on every call's path;
+#: the type's own attributes are asked, not an instance's: CuPy's
+#: ``__cuda_array_interface__`` builds a new dict on each access).
+_KINDS: dict[type, str] = {}
+
+
+def _kind(X):
+    t = type(X)
+    kind = _KINDS.get(t)
+    if kind is None:
+        module = t.__module__ or ""
+        root = module.split(".", 1)[0]
+        if module.startswith("cupyx.scipy.sparse"):
+            kind = "cupy-sparse"
+        elif root == "cupy" and hasattr(t, "__cuda_array_interface__"):
+            kind = "cupy"
+        elif root == "torch" and hasattr(t, "__dlpack__"):
+            kind = "torch"
+        else:
+            kind = "other"
+        _KINDS[t] = kind
+    return kind
 
 
 def is_cupy_array(X):
-    return _module_root(X) == "cupy" and hasattr(X, "__cuda_array_interface__")
+    return _kind(X) == "cupy"
 
 
 def is_cupy_sparse(X):
-    return type(X).__module__.startswith("cupyx.scipy.sparse")
+    return _kind(X) == "cupy-sparse"
 
 
 def is_torch_tensor(X):
-    return _module_root(X) == "torch" and hasattr(X, "__dlpack__")
+    return _kind(X) == "torch"
 
 
 def is_device_array(X):
