@@ -56,8 +56,38 @@ def timeit(func, repeats, warmup=1):
         out = func()
         sync()
         times.append(time.perf_counter() - start)
-    return out, {"median_s": statistics.median(times), "min_s": min(times),
-                 "max_s": max(times), "repeats": repeats}
+    return out, _stats(times)
+
+
+def _stats(times):
+    out = {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+           "repeats": len(times)}
+    if len(times) >= 4:
+        out["quartiles_s"] = statistics.quantiles(times, n=4)[::2]
+    return out
+
+
+def interleaved(funcs, rounds=5, calls=40, warmup=20):
+    """Time several short GPU calls in turns: ``rounds`` rounds, each making ``calls``
+    calls of every function in ``funcs`` (a dict), after ``warmup`` calls of each; every
+    call is timed alone, the device synchronised around it. Memory-bound kernels on the
+    H200 host take ~10% more or less from one second to the next (the same cuBLAS kernel
+    measured 0.485 and 0.551 ms a second apart), so functions compared are timed in the
+    same seconds rather than one after another. Returns {name: statistics}."""
+    for func in funcs.values():
+        for _ in range(warmup):
+            func()
+        sync()
+    times = {name: [] for name in funcs}
+    for _ in range(rounds):
+        for name, func in funcs.items():
+            for _ in range(calls):
+                sync()
+                start = time.perf_counter()
+                func()
+                sync()
+                times[name].append(time.perf_counter() - start)
+    return {name: _stats(t) for name, t in times.items()}
 
 
 class PeakGPUMemory:
