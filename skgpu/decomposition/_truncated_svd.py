@@ -23,12 +23,12 @@ def _column_variance_sum(ops, X):
 
 
 def _column_variances(ops, A):
-    """``A.var(axis=0)`` in two GEMV passes (axis-0 reductions of a tall C-ordered CuPy
-    array are ~10× slower than a GEMV); A is not modified."""
-    w = ops.xp.full(A.shape[0], 1.0 / A.shape[0], dtype=A.dtype)
-    D = A - w @ A
+    """``A.var(axis=0)`` in two GEMV passes (the backend's ``column_mean``: axis-0
+    reductions of a tall C-ordered CuPy array are ~10× slower than a GEMV); A is not
+    modified."""
+    D = A - ops.column_mean(A)
     D *= D
-    return w @ D
+    return ops.column_mean(D)
 
 
 def _fit_randomized(ops, X, k, *, n_iter, n_oversamples, normalizer, random_state):
