@@ -16,9 +16,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
 from ..backends import get_backend, run_with_fallback, select_backend
+from ..backends._common import centre_columns, exact_constant_columns
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
-from ..utils.validation import assert_all_finite, checked_product, validate_data
+from ..utils._fitting import atomic_fit
+from ..utils.validation import (
+    assert_all_finite,
+    checked_product,
+    validate_data,
+    validate_inverse_input,
+)
 
 
 @dataclass
@@ -73,6 +80,8 @@ def _fit_covariance_eigh(ops, X, estimator=None):
     mean = ops.to_host(mean)
     if estimator is not None and not np.all(np.isfinite(mean)):
         assert_all_finite(X, estimator)
+    if not _is_sparse(X):
+        exact_constant_columns(X, mean, C, n_samples)
     C /= n_samples - 1
     return _from_covariance(ops, C, mean, n_samples)
 
@@ -94,8 +103,8 @@ def _fit_full(ops, X):
     """Exact SVD of the centred data (gesvdj on the GPU, gesdd on the CPU)."""
     X = ops.asarray(X)
     n_samples = X.shape[0]
-    mean = ops.column_mean(X)
-    U, S, Vt = ops.svd(X - mean)
+    Xc, mean = centre_columns(ops, X)
+    U, S, Vt = ops.svd(Xc)
     S, Vt = ops.to_host(S), ops.to_host(Vt)
     U, Vt = _flip_signs(ops, U, Vt)
     explained_variance = S**2 / (n_samples - 1)
@@ -109,8 +118,7 @@ def _fit_randomized(ops, X, n_components, *, n_oversamples, n_iter, normalizer,
     """Randomized SVD of the centred data (Halko et al.), scikit-learn's random draws."""
     X = ops.asarray(X)
     n_samples = X.shape[0]
-    mean = ops.column_mean(X)
-    Xc = X - mean
+    Xc, mean = centre_columns(ops, X)
     U, S, Vt = ops.randomized_svd(
         Xc, n_components, n_oversamples=n_oversamples, n_iter=n_iter,
         power_iteration_normalizer=normalizer, random_state=random_state,
@@ -398,10 +406,14 @@ class PCA(_SkPCA):
         self.singular_values_ = astype(S)
         self.n_components_ = k
         self.n_samples_ = n_samples
-        self.noise_variance_ = np.asarray(noise, dtype=dtype)[()]
+        # scikit-learn's types: a Python 0.0 when every component is kept, else a
+        # scalar of the data's dtype
+        self.noise_variance_ = (0.0 if k >= min(n_features, n_samples)
+                                else np.asarray(noise, dtype=dtype)[()])
         self._device_cache = {}
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     def fit(self, X, y=None):
         """Fit the model with X.
 
@@ -419,6 +431,7 @@ class PCA(_SkPCA):
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     def fit_transform(self, X, y=None):
         """Fit the model with X and apply the dimensionality reduction on X.
 
@@ -510,14 +523,16 @@ class PCA(_SkPCA):
         """
         check_is_fitted(self)
         spec = container_of(X)
+        X = validate_inverse_input(self, X, self.components_.shape[0])
         components = self.components_
         if self.whiten:
             components = np.sqrt(self.explained_variance_[:, None]) * components
+        dtype = np.result_type(X.dtype, components.dtype)  # NumPy's, as scikit-learn's
 
         def work(ops):
-            Xd = ops.asarray(X)
-            return ops.matmul(Xd, ops.asarray(components, dtype=Xd.dtype),
-                              bias=ops.asarray(self.mean_, dtype=Xd.dtype))
+            Xd = ops.asarray(X, dtype=dtype)
+            return ops.matmul(Xd, ops.asarray(components, dtype=dtype),
+                              bias=ops.asarray(self.mean_, dtype=dtype))
 
         out, _ = run_with_fallback(work, operations=("matmul",), X=X,
                                    what="PCA.inverse_transform")

@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
+from ..utils._fitting import atomic_fit
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, unsupported_reason
 from ._sparse import (
@@ -106,9 +107,11 @@ class _LogMarginalLikelihood:
             elif term.kind == "const":
                 quad = term.value * float(col_sums @ col_sums)
                 trace = 2.0 * term.value * float(P.sum())
-            else:  # diagonal
+            elif term.kind == "diag":
                 quad = float(term.value @ (a * a).sum(axis=1))
                 trace = 2.0 * float(term.value @ xp.diagonal(P))
+            else:
+                raise AssertionError(f"unknown kernel term kind {term.kind!r}")
             grad[j] = 0.5 * quad - 0.5 * n_targets * trace
             del term
         if groups:
@@ -279,12 +282,15 @@ class GaussianProcessRegressor(_SkGPR):
             if predict:
                 return sk_validate(self, X, **kwargs)
             return sk_validate(self, X, y, multi_output=True, y_numeric=True, **kwargs)
+        # scikit-learn validates with dtype='numeric' here: text is refused, not parsed
         if predict:
-            return validate_data(self, X, reset=reset, dtype=("float64", "float32"))
+            return validate_data(self, X, reset=reset, dtype=("float64", "float32"),
+                                 reject_strings=True)
         return validate_data(self, X, y, reset=reset, dtype=("float64", "float32"),
-                             multi_output=True, y_numeric=True)
+                             multi_output=True, y_numeric=True, reject_strings=True)
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     def fit(self, X, y):
         """Fit Gaussian process regression model.
 
@@ -329,7 +335,7 @@ class GaussianProcessRegressor(_SkGPR):
         X_train = np.copy(X) if self.copy_X_train else X
         y_train = np.copy(y) if self.copy_X_train else y
         vector = kernel.requires_vector_input
-        sparse = self._use_sparse(kernel)
+        sparse = self._use_sparse(kernel, X)
         why = None if sparse else (
             unsupported_reason(kernel) if vector else "the kernel works on structures")
         if why:
@@ -368,14 +374,24 @@ class GaussianProcessRegressor(_SkGPR):
         self.cholesky_ = "sparse" if sparse else "dense"
         return self
 
-    def _use_sparse(self, kernel):
+    def _use_sparse(self, kernel, X):
         """Whether the fit takes the sparse path (``cholesky`` resolved)."""
         if self.cholesky == "dense":
             return False
         why = (sparse_unsupported_reason(kernel) if kernel.requires_vector_input
                else "the kernel works on structures, not feature vectors")
+        if why is None and X.size:
+            # the sparse path's neighbour search and pair values use unscaled squared
+            # distances; the dense path scales X first
+            span = float(np.max(X)) - float(np.min(X))
+            if not np.isfinite(span * span * X.shape[1]):
+                why = (f"the squared distances of X overflow float64 (coordinates span "
+                       f"{span:.3g}); rescale X")
         if self.cholesky == "sparse" and why is not None:
             raise ValueError(f"cholesky='sparse' is not possible: {why}.")
+        if why is not None and self.cholesky == "auto" and sparse_unsupported_reason(
+                kernel) is None:
+            logger.info("GaussianProcessRegressor.fit: dense path: %s", why)
         return why is None
 
     def _optimize(self, lml, kernel, rng):

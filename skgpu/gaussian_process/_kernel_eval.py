@@ -118,6 +118,11 @@ def unsupported_reason(kernel):
         return "a ConstantKernel with an array value is evaluated by scikit-learn"
     if t is skk.WhiteKernel and np.ndim(kernel.noise_level) != 0:
         return "a WhiteKernel with an array noise level is evaluated by scikit-learn"
+    if t is skk.DotProduct and np.ndim(kernel.sigma_0) != 0:
+        return "a DotProduct with an array sigma_0 is evaluated by scikit-learn"
+    if t is skk.ExpSineSquared and (np.ndim(kernel.length_scale) != 0
+                                    or np.ndim(kernel.periodicity) != 0):
+        return "an ExpSineSquared with array parameters is evaluated by scikit-learn"
     return None
 
 
@@ -156,13 +161,18 @@ def matern_values(xp, r2, nu):
 
         def common():
             return 3.0 * xp.exp(-np.sqrt(3.0) * r)
-    else:
+    elif nu == 2.5:
         s = r * np.sqrt(5.0)
         K = (1.0 + s + s * s / 3.0) * xp.exp(-s)
 
         def common():
             sr = np.sqrt(5.0) * r
             return 5.0 / 3.0 * (sr + 1.0) * xp.exp(-sr)
+    else:
+        # other nu need the modified Bessel function: callers hand them to scikit-learn
+        # (see unsupported_reason)
+        raise ValueError(f"no closed form for Matern nu={nu}; it is evaluated by "
+                         "scikit-learn")
     return K, common
 
 
@@ -209,6 +219,10 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
     symmetric = Y is None
     Yv = X if symmetric else Y
     grads = []
+    # Each part of a composite is decided on its own: a Matern(nu=1.2) inside a sum goes
+    # to scikit-learn, the rest stays on the backend.
+    if t not in (skk.Sum, skk.Product, skk.Exponentiation) and unsupported_reason(kernel):
+        return _evaluate_by_sklearn(ops, kernel, X, Y, eval_gradient)
 
     if t is skk.Sum:
         K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient)
@@ -280,8 +294,16 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
         grads = [(lambda f=f: _Term("full", f())) for f in fns]
         return _Term("full", K, owned=not grads), grads
 
-    # Anything else: scikit-learn on the host, moved to the backend.
+    # unsupported_reason lists every type handled above; reaching here is a bug
+    raise AssertionError(f"{t.__name__} passed unsupported_reason but has no evaluation")
+
+
+def _evaluate_by_sklearn(ops, kernel, X, Y, eval_gradient):
+    """K (and the gradient's slices) from scikit-learn's own evaluation on the host,
+    moved to the backend."""
+    symmetric = Y is None
     Xh, Yh = ops.to_host(X), None if symmetric else ops.to_host(Y)
+    grads = []
     if eval_gradient:
         K, G = kernel(Xh, Yh, eval_gradient=True)
         grads = [(lambda j=j: _Term("full", ops.asarray(np.ascontiguousarray(G[:, :, j]))))

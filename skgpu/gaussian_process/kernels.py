@@ -23,6 +23,7 @@ def _wendland_exponent_and_poly(smoothness, dimension):
     """``φ(r) = (1 - r)₊^e · p(r)`` with ``p(0) = 1`` (Wendland 1995; Rasmussen & Williams
     2006, eq. 4.21): positive definite in ``dimension`` dimensions and 2k times
     differentiable at the origin."""
+    _check_smoothness(smoothness)  # every path (dense, sparse, GPU) comes through here
     j = dimension // 2 + smoothness + 1
     polys = {
         0: [1.0],
@@ -130,12 +131,14 @@ class Wendland(StationaryKernelMixin, NormalizedKernelMixin, Kernel):
         _check_smoothness(self.smoothness)
         X = np.atleast_2d(X)
         d = self._dimension(X)
+        # distances of the scaled points: those of X itself overflow for |X| ~ 1e155+
+        rho = float(self.support_radius)
         if Y is None:
-            r = squareform(pdist(X, metric="euclidean")) / self.support_radius
+            r = squareform(pdist(X / rho, metric="euclidean"))
         else:
             if eval_gradient:
                 raise ValueError("Gradient can only be evaluated when Y is None.")
-            r = cdist(X, Y, metric="euclidean") / self.support_radius
+            r = cdist(X / rho, np.atleast_2d(Y) / rho, metric="euclidean")
         K = wendland(r, self.smoothness, d)
         if not eval_gradient:
             return K
@@ -226,8 +229,9 @@ class Tapered(Kernel):
         _check_smoothness(self.taper_smoothness)
         X = np.atleast_2d(X)
         d = int(self.dimension) if self.dimension is not None else X.shape[1]
-        dist = squareform(pdist(X)) if Y is None else cdist(X, Y)
-        return wendland(dist / self.taper_range, self.taper_smoothness, d)
+        rho = float(self.taper_range)  # scaled first, as in Wendland.__call__
+        r = squareform(pdist(X / rho)) if Y is None else cdist(X / rho, np.atleast_2d(Y) / rho)
+        return wendland(r, self.taper_smoothness, d)
 
     def __call__(self, X, Y=None, eval_gradient=False):
         """Return the tapered kernel k(X, Y) and optionally its gradient (log space).

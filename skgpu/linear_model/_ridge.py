@@ -32,8 +32,10 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._dask import check_row_chunked, is_dask_array
 from ..backends import get_backend, run_with_fallback
+from ..backends._common import centre_columns
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
+from ..utils._fitting import atomic_fit
 from ..utils.validation import validate_data
 
 logger = logging.getLogger("skgpu")
@@ -48,7 +50,11 @@ _SPARSE_GRAM_LIMIT = 8192
 # --------------------------------------------------------------------------------------
 class _Design:
     """``Xw`` on a backend: dense (centred and weighted in memory) or sparse (row-scaled
-    by ``√w``; the centring ``- √w x̄ᵀ`` is applied implicitly in every product)."""
+    by ``√w``; the centring ``- √w x̄ᵀ`` is applied implicitly in every product).
+
+    A dense X may come centred already (``X_offset`` None): see
+    :func:`skgpu.backends._common.centre_columns`.
+    """
 
     def __init__(self, ops, X, X_offset, sqrt_sw, fit_intercept):
         self.ops = ops
@@ -61,7 +67,7 @@ class _Design:
             self._sqrt_sw = (ops.xp.ones(X.shape[0], dtype=X.dtype)
                              if sqrt_sw is None else sqrt_sw)
         else:
-            Xw = X - X_offset if fit_intercept else X.copy()
+            Xw = X if X_offset is None else (X - X_offset if fit_intercept else X.copy())
             if sqrt_sw is not None:
                 Xw *= sqrt_sw[:, None]
             self.X, self.mean = Xw, None
@@ -123,15 +129,22 @@ def _preprocess(ops, X, y, sample_weight, fit_intercept, dtype):
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     n, p = X.shape
     sw = None if sample_weight is None else ops.asarray(sample_weight, dtype=dtype)
+    centred = None
     if fit_intercept:
-        X_offset = ops.column_mean(X, sw)
+        if ops.is_sparse(X):
+            X_offset = ops.column_mean(X, sw)
+        else:
+            centred, X_offset = centre_columns(ops, X, sw)
         w = xp.full(n, 1.0 / n, dtype=dtype) if sw is None else sw / sw.sum()
         y_offset = w @ y2
     else:
         X_offset = xp.zeros(p, dtype=dtype)
         y_offset = xp.zeros(y2.shape[1], dtype=dtype)
     sqrt_sw = None if sw is None else xp.sqrt(sw)
-    design = _Design(ops, X, X_offset, sqrt_sw, fit_intercept)
+    if centred is not None:
+        design = _Design(ops, centred, None, sqrt_sw, fit_intercept)
+    else:
+        design = _Design(ops, X, X_offset, sqrt_sw, fit_intercept)
     yw = y2 - y_offset if fit_intercept else y2.copy()
     if sqrt_sw is not None:
         yw *= sqrt_sw[:, None]
@@ -198,6 +211,7 @@ def _decompose(ops, design, yw, mode):
     else:
         lam, V = ops.eigh(design.gram_features())
         M = design.matmul(V)
+    _require_finite(ops, lam, design.X, "the spectrum of X (Ridge, RidgeCV)")
     MtY = ops.matmul(M.T, yw)
     return _Spectrum(lam=lam, M=M, MtY=MtY, wide=wide, V=V, s=s)
 
@@ -230,12 +244,14 @@ def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
         kernel = p > n
         A = design.gram_samples() if kernel else design.gram_features()
         B = yw if kernel else design.rmatmul(yw)
+        _require_finite(ops, A, X, "Ridge.fit")
         sol = xp.empty_like(B)
         eye = xp.eye(A.shape[0], dtype=dtype)
         try:
             for a in np.unique(alphas):
                 cols = np.flatnonzero(alphas == a)
                 factor = ops.cholesky(A + dtype.type(a) * eye, what="regularised Gram matrix")
+                _check_conditioning(ops, factor, dtype)
                 sol[:, cols] = factor.solve(B[:, cols])
             coef = design.rmatmul(sol) if kernel else sol
         except LinAlgError:
@@ -253,6 +269,58 @@ def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
     coef = ops.to_host(coef).T
     intercept_offsets = (ops.to_host(X_offset), ops.to_host(y_offset))
     return coef, intercept_offsets, solver
+
+
+def _check_conditioning(ops, factor, dtype):
+    """Warn scikit-learn's ``LinAlgWarning`` and raise LinAlgError (so that the caller
+    takes the SVD route) when the regularised Gram matrix is numerically singular.
+
+    ``(min L_ii / max L_ii)²`` bounds the reciprocal condition number from above (SciPy's
+    ``solve``, which scikit-learn's Cholesky solver calls, estimates it with pocon, which
+    cuSOLVER lacks): below machine epsilon the normal equations carry no digits, and
+    scikit-learn warns and returns their noise; here the warning is the same and the
+    answer is the SVD route's.
+    """
+    from numpy.linalg import LinAlgError
+    from scipy.linalg import LinAlgWarning
+
+    d = ops.to_host(ops.xp.diag(factor.lower))
+    if d.size == 0:
+        return
+    big = float(np.max(d))
+    rcond = (float(np.min(d)) / big) ** 2 if big > 0 else 0.0
+    if rcond < np.finfo(dtype).eps:
+        warnings.warn(f"Ill-conditioned matrix (rcond={rcond:.6g}): result may not be "
+                      "accurate. skgpu solves this Ridge problem by the SVD route instead "
+                      "of the normal equations.", LinAlgWarning, stacklevel=4)
+        raise LinAlgError("ill-conditioned regularised Gram matrix")
+
+
+def _check_alpha(alpha):
+    """Ridge's ``alpha``, which may be an array (one per target): finite, non-negative."""
+    values = np.asarray(alpha, dtype=np.float64)
+    if not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ValueError(f"alpha must be finite and non-negative, got {alpha!r}.")
+
+
+def _require_finite(ops, a, X, what):
+    """:func:`_raise_not_finite` unless every entry of the intermediate ``a`` (a Gram
+    matrix, a spectrum) is finite: an overflow there gives zero or NaN coefficients."""
+    if not np.isfinite(float(ops.xp.sum(a))):
+        _raise_not_finite(what, X)
+
+
+def _raise_not_finite(what, X):
+    """A finite X whose products overflow float64 (X of order 1e300, say)."""
+    from numpy.linalg import LinAlgError
+
+    scale = float(np.max(np.abs(to_numpy(X).data if _is_sparse(X) else to_numpy(X)),
+                         initial=0.0))
+    raise LinAlgError(
+        f"{what}: the solution is not finite; the data's magnitude (max |X| = {scale:.3g}) "
+        "overflows floating-point arithmetic in its products. Rescale X (for example "
+        "with sklearn.preprocessing.StandardScaler) or y."
+    )
 
 
 class _DevicePredictMixin:
@@ -290,14 +358,17 @@ class _DevicePredictMixin:
             return X.map_blocks(self.predict, dtype=np.result_type(X.dtype, np.float32),
                                 chunks=shape, drop_axis=None if len(shape) == 2 else 1)
         spec = container_of(X)
-        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc", "coo"))
+        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc", "coo"),
+                          reject_strings=True)
         one_target = np.ndim(self.coef_) == 1
+        # NumPy's promotion, as scikit-learn's ``X @ coef_.T``: float32 X on float64
+        # coefficients predicts in float64
+        dtype = np.result_type(X.dtype, np.asarray(self.coef_).dtype)
 
         def work(ops):
             W, b = self._linear_weights(ops)
-            Xd = ops.asarray(X)
-            out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
-                             bias=ops.asarray(b, dtype=Xd.dtype))
+            Xd = ops.asarray(X, dtype=dtype)
+            out = ops.matmul(Xd, ops.asarray(W, dtype=dtype), bias=ops.asarray(b, dtype=dtype))
             return out.ravel() if one_target else out
 
         out, _ = run_with_fallback(work, operations=("matmul",), X=X,
@@ -396,6 +467,7 @@ default='auto'
         return "svd" if self.solver == "svd" else "cholesky"
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     def fit(self, X, y, sample_weight=None):
         """Fit Ridge regression model.
 
@@ -431,7 +503,10 @@ default='auto'
             X = X.tocsr()
         dtype = X.dtype
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=dtype)
+            # negative weights: scikit-learn's message (its Ridge fails later, on the
+            # square root's NaN)
+            sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=dtype,
+                                                 ensure_non_negative=True)
         t = 1 if y.ndim == 1 else y.shape[1]
         n_alpha = np.asarray(self.alpha).size
         if n_alpha not in (1, t):
@@ -439,6 +514,7 @@ default='auto'
                 "Number of targets and number of penalties do not correspond: "
                 f"{n_alpha} != {t}"
             )
+        _check_alpha(self.alpha)
 
         def work(ops):
             return _ridge_fit(ops, X, y, sample_weight, self.alpha,
@@ -447,6 +523,8 @@ default='auto'
         operations = ("cholesky", "qr_r", "svd", "matmul")
         (coef, (X_offset, y_offset), used), backend = run_with_fallback(
             work, operations=operations, X=X, what=f"Ridge.fit ({solver})")
+        if not np.all(np.isfinite(coef)):
+            _raise_not_finite("Ridge.fit", X)
         if coef.shape[0] == 1:  # one target: scikit-learn ravels coef_ (y 1-D or (n, 1))
             coef = coef.ravel()
         if y.ndim == 1:
@@ -719,6 +797,9 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         """scikit-learn's checks of ``alphas`` (positive; zero allowed with ``cv``)."""
         check = dict(target_type=numbers.Real, min_val=0.0,
                      include_boundaries="neither" if self.cv is None else "left")
+        if np.size(self.alphas) == 0:
+            # scikit-learn fits NaN coefficients here, or fails inside GridSearchCV
+            raise ValueError(f"alphas must hold at least one value, got {self.alphas!r}.")
         if isinstance(self.alphas, (np.ndarray, list, tuple)):
             if np.ndim(self.alphas) == 0 or len(self.alphas) == 1:
                 first = np.ravel(self.alphas)[0]
@@ -729,6 +810,7 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         return np.asarray(self.alphas)
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     def fit(self, X, y, sample_weight=None, **params):
         """Fit Ridge regression model with cv.
 
@@ -778,7 +860,8 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         if _is_sparse(X) and X.format != "csr":
             X = X.tocsr()
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=X.dtype)
+            sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=X.dtype,
+                                                 ensure_non_negative=True)
         mode = _resolve_gcv_mode(self.gcv_mode, X)
         alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
 
@@ -793,6 +876,8 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
                                                                      "matmul")
         result, backend = run_with_fallback(work, operations=operations, X=X,
                                             what=f"RidgeCV.fit (leave-one-out, {mode})")
+        if not np.all(np.isfinite(result.coef)):
+            _raise_not_finite("RidgeCV.fit", X)
         coef, y_offset = result.coef, result.y_offset
         if y.ndim == 1 or y.shape[1] == 1:
             coef = coef.ravel()

@@ -8,6 +8,7 @@ matrices and CUDA torch tensors stay on the device and get the same checks there
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.validation import (
     _check_feature_names,
     _check_n_features,
@@ -25,10 +26,29 @@ from ..backends._arrays import (
 )
 
 
+#: scikit-learn's error for text where ``dtype='numeric'`` is asked (its wording).
+_STRINGS_MESSAGE = ("dtype='numeric' is not compatible with arrays of bytes/strings."
+                    "Convert your data to numeric values explicitly instead.")
+
+
+def _has_strings(a):
+    """Whether host input ``a`` holds bytes or strings (NumPy kinds U, S, V), as
+    scikit-learn's ``check_array(dtype='numeric')`` tests it; pandas columns one by one."""
+    if a is None or sp.issparse(a) or is_device_array(a):
+        return False
+    dtypes = getattr(a, "dtypes", None)
+    if dtypes is not None and not hasattr(dtypes, "kind"):  # a DataFrame
+        return any(getattr(d, "kind", "O") in "USV" for d in dtypes)
+    dtype = getattr(a, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(a).dtype if isinstance(a, (list, tuple)) else None
+    return dtype is not None and getattr(dtype, "kind", "") in "USV"
+
+
 def validate_data(estimator, X, y="no_validation", *, reset=True,
                   dtype=("float64", "float32"), accept_sparse=False, ensure_min_samples=1,
                   ensure_min_features=1, multi_output=False, y_numeric=False,
-                  ensure_all_finite=True):
+                  ensure_all_finite=True, reject_strings=False):
     """Validate ``X`` (and ``y`` when given) for ``estimator``.
 
     Device arrays are returned as CuPy (sparse); ``y`` follows ``X`` (moved to the
@@ -37,10 +57,17 @@ def validate_data(estimator, X, y="no_validation", *, reset=True,
     as scikit-learn's ``validate_data`` does. Returns ``X`` or ``(X, y)``.
 
     ``ensure_all_finite=False`` leaves the NaN/infinity check of X to the caller (see
-    :func:`check_finite_through`).
+    :func:`check_finite_through`). ``reject_strings=True`` raises scikit-learn's
+    ``dtype='numeric'`` error for text in X or y where the scikit-learn estimator
+    validates with ``dtype='numeric'`` (a float dtype list would parse ``"1.5"``).
+    A floating ``y`` is checked for NaN/infinity after its conversion (an object ``y``
+    holding None becomes NaN there, which scikit-learn's ``_check_y`` lets through).
     """
     if is_torch_tensor(X) and not is_device_array(X):
         X = X.detach().numpy()
+    if reject_strings and (_has_strings(X) or (
+            not (isinstance(y, str) and y == "no_validation") and _has_strings(y))):
+        raise ValueError(_STRINGS_MESSAGE)
     if isinstance(y, str) and y == "no_validation":
         return _validate_X(estimator, X, reset=reset, dtype=dtype,
                            accept_sparse=accept_sparse,
@@ -48,12 +75,15 @@ def validate_data(estimator, X, y="no_validation", *, reset=True,
                            ensure_min_features=ensure_min_features,
                            ensure_all_finite=ensure_all_finite)
     if not is_device_array(X):
-        return _sk_validate_data(
+        X, y = _sk_validate_data(
             estimator, X, to_numpy(y) if is_device_array(y) else y, reset=reset, dtype=list(dtype),
             accept_sparse=accept_sparse, ensure_min_samples=ensure_min_samples,
             ensure_min_features=ensure_min_features, multi_output=multi_output,
             y_numeric=y_numeric, ensure_all_finite=ensure_all_finite,
         )
+        if y_numeric and getattr(y, "dtype", None) is not None and y.dtype.kind == "f":
+            _assert_y_finite(y)
+        return X, y
     X = _validate_X(estimator, X, reset=reset, dtype=dtype, accept_sparse=accept_sparse,
                     ensure_min_samples=ensure_min_samples,
                     ensure_min_features=ensure_min_features,
@@ -65,9 +95,47 @@ def validate_data(estimator, X, y="no_validation", *, reset=True,
     if is_device_array(y):
         y = _check_y_on_device(to_cupy(y), multi_output=multi_output)
     else:
-        y = to_cupy(_check_y(y, multi_output=multi_output, y_numeric=y_numeric))
+        y = _check_y(y, multi_output=multi_output, y_numeric=y_numeric)
+        if y_numeric and y.dtype.kind == "f":
+            _assert_y_finite(y)
+        y = to_cupy(y)
     check_consistent_length(X, y)
     return X, y
+
+
+def _assert_y_finite(y):
+    """scikit-learn's NaN/infinity error for a host ``y`` (dense or sparse)."""
+    data = y.data if sp.issparse(y) else y
+    if data.size and not np.isfinite(np.sum(data, dtype=np.float64)):
+        if np.isnan(data).any():
+            raise ValueError("Input y contains NaN.")
+        if not np.isfinite(data).all():
+            raise ValueError(
+                f"Input y contains infinity or a value too large for {data.dtype!r}.")
+
+
+def validate_inverse_input(estimator, X, n_columns, *, reject_strings=False):
+    """X for ``inverse_transform``: scikit-learn's ``check_array(X, dtype=[float64,
+    float32])`` checks (2-D, numeric, finite, dense, at least one row), on the device for
+    device input, and the column count checked against the ``n_columns`` components
+    (scikit-learn leaves that to NumPy's matmul error; the message here names it)."""
+    if is_torch_tensor(X) and not is_device_array(X):
+        X = X.detach().numpy()
+    if reject_strings and _has_strings(X):
+        raise ValueError(_STRINGS_MESSAGE)
+    if is_device_array(X):
+        X = _validate_X(estimator, X, reset=None, dtype=("float64", "float32"),
+                        accept_sparse=False, ensure_min_samples=1, ensure_min_features=1)
+    else:
+        from sklearn.utils import check_array
+
+        X = check_array(X, input_name="X", dtype=["float64", "float32"])
+    if X.shape[1] != n_columns:
+        raise ValueError(
+            f"X has {X.shape[1]} columns, but {type(estimator).__name__}.inverse_transform "
+            f"expects {n_columns} (one per component)."
+        )
+    return X
 
 
 def _check_y_on_device(y, *, multi_output):
@@ -142,6 +210,8 @@ def _validate_X(estimator, X, *, reset, dtype, accept_sparse, ensure_min_samples
         )
     if ensure_all_finite:
         _assert_all_finite_on_device(X.data if sparse else X, name)
+    if reset is None:  # not data of the fitted features (inverse_transform's input)
+        return X
     if reset:
         _check_n_features(estimator, X, reset=True)
         _check_feature_names(estimator, X, reset=True)
@@ -184,6 +254,11 @@ def checked_product(ops, X, W, estimator, bias=None, check_finite=True):
     if check_finite and not ops.is_gpu:
         assert_all_finite(X, estimator)
     Xd = ops.asarray(X)
+    # NumPy's promotion, as scikit-learn's ``X @ components_.T``: float32 X on a float64
+    # fit gives float64
+    dtype = np.result_type(Xd.dtype, W.dtype)
+    if Xd.dtype != dtype:
+        Xd = Xd.astype(dtype)
     out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
                      bias=None if bias is None else ops.asarray(bias, dtype=Xd.dtype))
     if check_finite and ops.is_gpu:
