@@ -257,12 +257,15 @@ def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
         except LinAlgError:
             solver = "svd"
     if solver == "svd":
-        spec = _decompose(ops, design, yw, "svd")
+        # sparse X has no QR here: its fallback is the Gram's eigendecomposition (the
+        # normal equations' accuracy, with the pseudo-inverse rule below)
+        spec = _decompose(ops, design, yw, "eigen" if design.sparse else "svd")
         a = ops.asarray(np.ascontiguousarray(alphas))
+        s = spec.s if spec.s is not None else xp.sqrt(xp.maximum(spec.lam, 0.0))
         # Pseudo-inverse rule (NumPy's pinv/lstsq): singular values below
         # max(n, p)·eps·s_max count as zero. scikit-learn uses an absolute 1e-15, which
         # lets rounding noise through for numerically rank-deficient X when alpha = 0.
-        keep = (spec.s > max(n, p) * np.finfo(dtype).eps * spec.s[0])[:, None]
+        keep = (s > max(n, p) * np.finfo(dtype).eps * s[0])[:, None]
         denom = xp.where(keep, spec.lam[:, None] + a[None, :], 1.0)
         inv = xp.where(keep, 1.0 / denom, 0.0).astype(dtype)
         coef = spec.coef(design, inv)
