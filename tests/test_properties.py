@@ -213,7 +213,9 @@ def test_ridge_like_sklearn(device, case, alpha, fit_intercept, solver):
 
     def results(a, b):
         Xd = X.toarray() if sp.issparse(X) else X
-        yield "predict", a.predict(Xd), b.predict(Xd)
+        X64 = Xd.astype(np.float64)  # the same stored values, solved in float64
+        yield "predict", a.predict(Xd), b.predict(Xd), lambda: skl.Ridge(**params).fit(
+            X64, y, sample_weight=w).predict(X64)
 
     with skgpu.config_context(device=device):
         ours = _outcome(lambda: Ridge(**params).fit(X, y, sample_weight=w))
@@ -239,7 +241,9 @@ def test_ridgecv_like_sklearn(device, case, fit_intercept, gcv_mode):
 
     def results(a, b):
         Xd = X.toarray() if sp.issparse(X) else X
-        yield "predict", a.predict(Xd), b.predict(Xd)
+        X64 = Xd.astype(np.float64)
+        yield "predict", a.predict(Xd), b.predict(Xd), lambda: skl.RidgeCV(**params).fit(
+            X64, y, sample_weight=w).predict(X64)
 
     if _loo_ill_posed(X, w, fit_intercept, min(params["alphas"])):
         return  # left to the exact references of test_ridgecv_exact.py (issue 18)
