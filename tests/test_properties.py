@@ -145,8 +145,9 @@ def _squared_scale(X):
     """max |X|²: the scale of variances' rounding (a constant column's zero variance
     comes out as ~eps·|X|² from either library)."""
     data = X.data if sp.issparse(X) else X
+    m = np.float64(np.max(np.abs(data), initial=0.0))
     with np.errstate(over="ignore"):
-        return float(np.max(np.abs(data), initial=0.0)) ** 2
+        return float(m * m)
 
 
 def _tolerance(X, device):
