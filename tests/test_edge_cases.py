@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import BACKENDS, DEVICES
+from test_fallback import oom_gpu  # noqa: F401 - the injected out-of-memory GPU fixture
 from numpy.linalg import LinAlgError
 from scipy.linalg import LinAlgWarning
 from sklearn import decomposition as skd
@@ -320,25 +321,8 @@ def test_failed_fit_leaves_estimator_as_it_was(device, rng):
             est.fit(*good)
 
 
-def test_failed_fit_after_gpu_out_of_memory_leaves_estimator_as_it_was(monkeypatch, rng):
+def test_failed_fit_after_gpu_out_of_memory_leaves_estimator_as_it_was(oom_gpu, rng):
     """device='gpu' and an out-of-memory error in the solve: raised, state kept."""
-    from skgpu import backends
-    from skgpu.backends import _cpu
-
-    class _OOM(_cpu.CPUBackend):
-        name, is_gpu = "gpu", True
-
-        def gram(self, X, mean=None):
-            raise MemoryError("Out of memory (injected)")
-
-        def free_memory(self):
-            pass
-
-    fake = _OOM()
-    monkeypatch.setattr(backends, "gpu_unsupported_reason", lambda operations=(): None)
-    monkeypatch.setattr(backends, "gpu_status", lambda: (True, "fake GPU"))
-    monkeypatch.setattr(backends, "get_backend",
-                        lambda name: fake if name == "gpu" else backends._CPU)
     X = rng.standard_normal((200, 6))
     pca = PCA(3, svd_solver="covariance_eigh")
     with skgpu.config_context(device="cpu"):
