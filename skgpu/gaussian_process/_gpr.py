@@ -380,7 +380,8 @@ class GaussianProcessRegressor(_SkGPR):
             return False
         why = (sparse_unsupported_reason(kernel) if kernel.requires_vector_input
                else "the kernel works on structures, not feature vectors")
-        if why is None and X.size:
+        kernel_fits = why is None
+        if kernel_fits and X.size:
             # the sparse path's neighbour search and pair values use unscaled squared
             # distances; the dense path scales X first
             span = float(np.max(X)) - float(np.min(X))
@@ -389,8 +390,7 @@ class GaussianProcessRegressor(_SkGPR):
                        f"{span:.3g}); rescale X")
         if self.cholesky == "sparse" and why is not None:
             raise ValueError(f"cholesky='sparse' is not possible: {why}.")
-        if why is not None and self.cholesky == "auto" and sparse_unsupported_reason(
-                kernel) is None:
+        if why is not None and kernel_fits:
             logger.info("GaussianProcessRegressor.fit: dense path: %s", why)
         return why is None
 

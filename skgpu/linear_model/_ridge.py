@@ -52,8 +52,8 @@ class _Design:
     """``Xw`` on a backend: dense (centred and weighted in memory) or sparse (row-scaled
     by ``√w``; the centring ``- √w x̄ᵀ`` is applied implicitly in every product).
 
-    A dense X may come centred already (``X_offset`` None): see
-    :func:`skgpu.backends._common.centre_columns`.
+    A dense X comes centred already, as a private copy (:func:`_preprocess`), and is
+    weighted in place.
     """
 
     def __init__(self, ops, X, X_offset, sqrt_sw, fit_intercept):
@@ -67,7 +67,7 @@ class _Design:
             self._sqrt_sw = (ops.xp.ones(X.shape[0], dtype=X.dtype)
                              if sqrt_sw is None else sqrt_sw)
         else:
-            Xw = X if X_offset is None else (X - X_offset if fit_intercept else X.copy())
+            Xw = X
             if sqrt_sw is not None:
                 Xw *= sqrt_sw[:, None]
             self.X, self.mean = Xw, None
@@ -129,22 +129,21 @@ def _preprocess(ops, X, y, sample_weight, fit_intercept, dtype):
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     n, p = X.shape
     sw = None if sample_weight is None else ops.asarray(sample_weight, dtype=dtype)
-    centred = None
+    sparse = ops.is_sparse(X)
     if fit_intercept:
-        if ops.is_sparse(X):
+        if sparse:
             X_offset = ops.column_mean(X, sw)
         else:
-            centred, X_offset = centre_columns(ops, X, sw)
+            X, X_offset = centre_columns(ops, X, sw)
         w = xp.full(n, 1.0 / n, dtype=dtype) if sw is None else sw / sw.sum()
         y_offset = w @ y2
     else:
         X_offset = xp.zeros(p, dtype=dtype)
         y_offset = xp.zeros(y2.shape[1], dtype=dtype)
+        if not sparse:
+            X = X.copy()  # the design is weighted in place
     sqrt_sw = None if sw is None else xp.sqrt(sw)
-    if centred is not None:
-        design = _Design(ops, centred, None, sqrt_sw, fit_intercept)
-    else:
-        design = _Design(ops, X, X_offset, sqrt_sw, fit_intercept)
+    design = _Design(ops, X, X_offset, sqrt_sw, fit_intercept)
     yw = y2 - y_offset if fit_intercept else y2.copy()
     if sqrt_sw is not None:
         yw *= sqrt_sw[:, None]
