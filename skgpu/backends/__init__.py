@@ -18,6 +18,7 @@ operation            meaning
 ``eigh``             all or the ``top`` largest eigenpairs, descending
 ``svd``              economy SVD (gesvdj on the GPU)
 ``randomized_svd``   Halko et al., scikit-learn's steps and random draws
+``qr``               ``(Q, R)`` of a tall-skinny QR, R with a positive diagonal
 ``qr_r``             R factor of a tall-skinny QR, positive diagonal
 ``cholesky``         factor with ``solve``, ``logdet``, ``inverse``, ``half_inverse``
 ``solve_triangular`` ``L⁻¹ B`` for a lower-triangular L
@@ -50,7 +51,7 @@ def _why(exc):
 
 OPERATIONS = (
     "asarray", "to_host", "column_mean", "gram", "centred_gram", "matmul", "spmm",
-    "scale_rows", "sq_dist", "eigh", "svd", "randomized_svd", "qr_r", "cholesky",
+    "scale_rows", "sq_dist", "eigh", "svd", "randomized_svd", "qr", "qr_r", "cholesky",
     "solve_triangular", "sparse_spd",
 )
 

@@ -210,6 +210,13 @@ class CPUBackend:
             flip_sign=False, random_state=random_state,
         )
 
+    def qr(self, X):
+        """Economy ``X = QR`` of a tall X (LAPACK geqrf + orgqr), R with a positive
+        diagonal."""
+        Q, R = sla.qr(X, mode="economic", check_finite=False)
+        signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
+        return Q * signs, R * signs[:, None]
+
     def qr_r(self, X):
         R = sla.qr(X, mode="r", check_finite=False)[0][: min(X.shape)]
         signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)

@@ -836,6 +836,15 @@ class GPUBackend:
         return (Q, R) if err <= 100 * n * eps**0.5 else None
 
     def qr_r(self, X):
+        return self._qr(X, want_q=False)[1]
+
+    def qr(self, X):
+        """Economy ``X = QR`` of a tall X, R with a positive diagonal: Q is what the
+        CholeskyQR passes of :meth:`qr_r` produce anyway (Householder orgqr where they
+        do not apply)."""
+        return self._qr(X, want_q=True)
+
+    def _qr(self, X, want_q):
         X = self.asarray(X)
         m, n = X.shape
         if m >= n:
@@ -843,8 +852,8 @@ class GPUBackend:
             if out is None:
                 out = self._cholesky_qr3(X)
             if out is not None:
-                return out[1]
-        return _positive_diagonal(*_householder_qr(X, want_q=False))[1]
+                return out
+        return _positive_diagonal(*_householder_qr(X, want_q=want_q))
 
     def randomized_svd(
         self, A, k, *, n_oversamples=10, n_iter="auto", power_iteration_normalizer="auto",

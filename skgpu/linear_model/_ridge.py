@@ -147,6 +147,15 @@ def _preprocess(ops, X, y, sample_weight, fit_intercept, dtype):
     yw = y2 - y_offset if fit_intercept else y2.copy()
     if sqrt_sw is not None:
         yw *= sqrt_sw[:, None]
+    if fit_intercept and n > 1:
+        # yw is orthogonal to c = √w/‖√w‖ in exact arithmetic; the weighted mean's
+        # rounding (ε·|ȳ|) leaves a component along c, which the leave-one-out keeps in
+        # full (the intercept's direction is outside the spectrum): at an offset of 3,
+        # a 1e-5 relative error for samples with small LOO errors. One projection
+        # removes it to ε‖yw‖.
+        c = xp.ones(n, dtype=dtype) if sqrt_sw is None else sqrt_sw.copy()
+        c /= xp.sqrt(c @ c)
+        yw -= c[:, None] * (c @ yw)[None, :]
     return design, yw, X_offset, y_offset, sqrt_sw
 
 
@@ -154,65 +163,127 @@ def _preprocess(ops, X, y, sample_weight, fit_intercept, dtype):
 class _Spectrum:
     """``Xw`` through its spectrum, for every alpha at once.
 
-    ``lam`` are the eigenvalues of ``XwᵀXw`` (squared singular values of Xw), and, with
-    ``filt(α)`` = ``1/(lam+α)`` (tall) or ``lam/(lam+α)`` (wide):
+    ``lam`` are the squared singular values of Xw. Two forms:
 
-    - hat-matrix diagonal ``h(α) = (M ∘ M) @ filt(α)``,
-    - fitted values ``ŷ(α) = M @ (filt(α) ∘ MtY)``,
-    - coefficients ``V @ (MtY / (lam+α))`` (tall) or ``Xwᵀ M (MtY / (lam+α))`` (wide),
+    - ``orthonormal``: ``M = U`` holds orthonormal left singular vectors of Xw (the QR
+      route, and the eigen route when n <= p): the hat-matrix diagonal is
+      ``h(α) = (M ∘ M) @ (lam/(lam+α))``;
+    - otherwise ``M = Xw V`` (the eigen route when n > p, scikit-learn's), with
+      ``h(α) = (M ∘ M) @ (1/(lam+α))``.
 
-    where ``M = Xw V`` (tall: V the right singular vectors) or ``M = U`` (wide: U the
-    left singular vectors), and ``MtY = Mᵀ yw``.
+    ``MtY = Mᵀ yw`` (see :func:`_gcv_fit` for the fitted values). The coefficients are
+    ``V (s ∘ MtY / (lam+α))`` with the right singular vectors V (QR route),
+    ``V (MtY / (lam+α))`` (eigen, n > p) or ``Xwᵀ U (MtY / (lam+α))`` (eigen, n <= p).
     """
 
     lam: object
     M: object
     MtY: object
-    wide: bool
+    orthonormal: bool
     V: object = None
-    s: object = None  # singular values (SVD route) for the pseudo-inverse threshold
-
-    def filt(self, inv):
-        return self.lam[:, None] * inv if self.wide else inv
+    s: object = None  # singular values (QR route) for the pseudo-inverse threshold
 
     def coef(self, design, inv):
         """Coefficients (p, t) for ``inv`` = 1/(lam+α) of shape (r, t)."""
         ops = design.ops
-        if self.wide:
+        if self.s is not None:
+            return ops.matmul(self.V, self.MtY * (self.s[:, None] * inv))
+        if self.orthonormal:
             return design.rmatmul(ops.matmul(self.M, self.MtY * inv))
         return ops.matmul(self.V, self.MtY * inv)
 
 
-def _decompose(ops, design, yw, mode):
+class _Deflation:
+    """The Householder reflector H (symmetric, orthogonal) with ``H c = ±e₁`` for the
+    unit vector ``c = √w/‖√w‖``: the direction an intercept removes from Xw.
+
+    With an intercept ``cᵀXw = 0``, so ``H Xw = [0; Z]`` and the spectrum of Xw
+    without that direction is Z's ((n - 1) × p). Left singular vectors of Z, lifted by
+    ``H [0; U_Z]``, are orthogonal to c to rounding, whatever the conditioning; when
+    n <= p, computing the spectrum of Xw itself leaves a singular value of rounding
+    size along c, whose share of the hat matrix (~ rounding / α) made the leave-one-out
+    of wide X with small alphas wrong by up to 1e-3.
+    """
+
+    def __init__(self, ops, sqrt_sw, n, dtype):
+        xp = ops.xp
+        c = (xp.ones(n, dtype=dtype) if sqrt_sw is None else sqrt_sw.astype(dtype))
+        c = c / xp.sqrt(c @ c)
+        v = c.copy()
+        v[0] += 1.0 if float(c[0]) >= 0 else -1.0
+        self.v, self.scale = v, 2.0 / float(v @ v)
+        self.ops = ops
+
+    def apply(self, A):
+        """``H A`` for A of shape (n, k)."""
+        return A - self.v[:, None] * (self.scale * (self.v @ A))[None, :]
+
+    def reduce(self, A):
+        """``(H A)[1:]``: the rows of H A orthogonal to c."""
+        return self.apply(A)[1:]
+
+    def lift(self, U):
+        """``H [0; U]`` for U of shape (n - 1, k)."""
+        xp = self.ops.xp
+        return self.apply(xp.concatenate([xp.zeros((1, U.shape[1]), dtype=U.dtype), U]))
+
+
+def _decompose(ops, design, yw, mode, *, fit_intercept=False, need_u=True):
     """Spectrum of ``Xw`` by the QR route (``mode='svd'``, dense only) or by an
     eigendecomposition of its Gram matrix (``mode='eigen'``, scikit-learn's route).
 
-    QR route, n > p: ``Xw = QR`` (R only), ``R = Ũ S Vᵀ``; then ``M = Xw V`` (= Q Ũ S)
-    needs one GEMM and no Q. n ≤ p: the transposed form ``Xwᵀ = QR``, so that
-    ``Xw = Rᵀ Qᵀ`` and the SVD ``Rᵀ = U S Wᵀ`` gives the left singular vectors U of Xw
-    directly (n × n). The condition number is never squared.
+    QR route, n > p: ``Xw = QR``, ``R = Ũ S Vᵀ``, and ``U = Q Ũ``: the left singular
+    vectors come orthonormal from the QR, not as ``Xw V / s`` (whose columns for small
+    singular values carry errors of ε‖Xw‖/s, which the leave-one-out divides by again:
+    errors up to 0.7 relative at cond 1e10). ``need_u=False`` (Ridge's fit) forms only
+    ``Uᵀ yw = Ũᵀ (Qᵀ yw)``. n <= p: the transposed form ``Xwᵀ = QR`` so that
+    ``Xw = Rᵀ Qᵀ``, and the SVD ``Rᵀ = U S Wᵀ`` gives U directly and ``V = Q W``.
+    The condition number is never squared. With an intercept and n <= p the intercept's
+    direction is deflated exactly first (:class:`_Deflation`).
     """
     n, p = design.shape
     wide = n <= p
+    deflate = _Deflation(ops, design.sqrt_sw, n, yw.dtype) if (
+        wide and fit_intercept and n > 1) else None
     V = s = None
     if mode == "svd":
         if wide:
-            R = ops.qr_r(design.X.T)
-            M, s, _ = ops.svd(R.T)
+            Z = design.X if deflate is None else deflate.reduce(design.X)
+            Q, R = ops.qr(Z.T)
+            M, s, Wt = ops.svd(R.T)
+            V = ops.matmul(Q, Wt.T)
+            if deflate is not None:
+                M = deflate.lift(M)
+            MtY = ops.matmul(M.T, yw)
         else:
-            R = ops.qr_r(design.X)
-            _, s, Vt = ops.svd(R)
+            Q, R = ops.qr(design.X)
+            Ut, s, Vt = ops.svd(R)
             V = Vt.T
-            M = design.matmul(V)
+            if need_u:
+                M = ops.matmul(Q, Ut)
+                MtY = ops.matmul(M.T, yw)
+            else:
+                M = None
+                MtY = ops.matmul(Ut.T, ops.matmul(Q.T, yw))
+            del Q
         lam = s * s
+        orthonormal = True
     elif wide:
-        lam, M = ops.eigh(design.gram_samples())
+        K = design.gram_samples()
+        if deflate is not None:
+            K = ops.xp.ascontiguousarray(deflate.reduce(deflate.reduce(K).T))  # (HKH)[1:, 1:]
+        lam, M = ops.eigh(K)
+        if deflate is not None:
+            M = deflate.lift(M)
+        MtY = ops.matmul(M.T, yw)
+        orthonormal = True
     else:
         lam, V = ops.eigh(design.gram_features())
         M = design.matmul(V)
+        MtY = ops.matmul(M.T, yw)
+        orthonormal = False
     _require_finite(ops, lam, design.X, "the spectrum of X (Ridge, RidgeCV)")
-    MtY = ops.matmul(M.T, yw)
-    return _Spectrum(lam=lam, M=M, MtY=MtY, wide=wide, V=V, s=s)
+    return _Spectrum(lam=lam, M=M, MtY=MtY, orthonormal=orthonormal, V=V, s=s)
 
 
 def _set_intercept(fit_intercept, X_offset, y_offset, coef):
@@ -258,7 +329,8 @@ def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
     if solver == "svd":
         # sparse X has no QR here: its fallback is the Gram's eigendecomposition (the
         # normal equations' accuracy, with the pseudo-inverse rule below)
-        spec = _decompose(ops, design, yw, "eigen" if design.sparse else "svd")
+        spec = _decompose(ops, design, yw, "eigen" if design.sparse else "svd",
+                          fit_intercept=fit_intercept, need_u=False)
         a = ops.asarray(np.ascontiguousarray(alphas))
         s = spec.s if spec.s is not None else xp.sqrt(xp.maximum(spec.lam, 0.0))
         # Pseudo-inverse rule (NumPy's pinv/lstsq): singular values below
@@ -619,17 +691,39 @@ def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per
     dtype = np.dtype(np.float64)
     design, yw, X_offset, y_offset, sqrt_sw = _preprocess(ops, X, y, sample_weight,
                                                           fit_intercept, dtype)
-    spec = _decompose(ops, design, yw, mode)
+    spec = _decompose(ops, design, yw, mode, fit_intercept=fit_intercept)
     n, t = yw.shape
     n_alphas = len(alphas)
     a_dev = ops.asarray(np.asarray(alphas, dtype=dtype))
     inv = 1.0 / (spec.lam[:, None] + a_dev[None, :])  # (r, n_alphas)
-    filt = spec.filt(inv)
-    D = 1.0 - ops.matmul(spec.M * spec.M, filt)  # 1 - h, (n, n_alphas)
-    if fit_intercept:
+    M = spec.M
+    MM = M * M
+    sw = 0.0
+    if fit_intercept:  # the intercept's share of the hat matrix, w_i / Σw
         sw = (xp.ones(n, dtype=dtype) / n if sqrt_sw is None
               else sqrt_sw * sqrt_sw / (sqrt_sw @ sqrt_sw))
-        D -= sw[:, None]
+    # LOO error E = (yw - ŷ) / D with D = 1 - h, written E = (R0 + M (MtY ∘ G)) / D.
+    if spec.orthonormal:
+        # With U = M orthonormal: 1 - h_i = (1 - ‖U_i‖² - w_i/Σw) + Σ_j U_ij² α/(s_j²+α)
+        # and yw - ŷ = (yw - U Uᵀyw) + U (α/(s²+α) ∘ Uᵀyw). When U spans all of the
+        # space left by the intercept (n <= p) the first terms are exactly zero: both
+        # are then sums of positive terms, free of the cancellation 1 - h has when h
+        # is close to one (wide X, small alpha: it cost up to 1e-3 relative).
+        G = a_dev[None, :] * inv
+        D = ops.matmul(MM, G)
+        if M.shape[1] == n - (1 if fit_intercept else 0):
+            R0 = None
+        else:
+            base = 1.0 - ops.matmul(MM, xp.ones(M.shape[1], dtype=dtype)) - sw
+            D += base[:, None]
+            R0 = yw - ops.matmul(M, spec.MtY)
+    else:  # M = Xw V (the eigen route for n > p): h = (M ∘ M) @ 1/(lam + α)
+        G = -inv
+        D = 1.0 - ops.matmul(MM, inv)
+        if fit_intercept:
+            D -= sw[:, None]
+        R0 = yw
+    del MM
     y_host = _host(y).astype(dtype, copy=False) if scorer is not None else None
     y_off_host = ops.to_host(y_offset)
     cv_results = np.empty((n * t, n_alphas), dtype=dtype) if store_cv_results else None
@@ -667,27 +761,28 @@ def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per
                                for j in range(t)])
         return scorer(identity, pred, y_host, **score_params)
 
-    # LOO error = (y - ŷ) / (1 - h); F below holds ŷ - y, its negative.
     scores = []
     if t == 1:
-        # All alphas in one GEMM: column i of F is the fit for alpha i.
-        F = ops.matmul(spec.M, spec.MtY * filt)
-        F -= yw
-        F /= D
+        # All alphas in one GEMM: column i of E is the LOO error for alpha i.
+        E = ops.matmul(M, spec.MtY * G)
+        if R0 is not None:
+            E += R0
+        E /= D
         if need_errors:
-            scores = [finish(-F[:, i:i + 1], i) for i in range(n_alphas)]
+            scores = [finish(E[:, i:i + 1], i) for i in range(n_alphas)]
         else:
-            scores = [score(col[None]) for col in mean_squared(F)]
-        del F
+            scores = [score(col[None]) for col in mean_squared(E)]
+        del E
     else:
         for i in range(n_alphas):
-            F = ops.matmul(spec.M, spec.MtY * filt[:, i:i + 1])
-            F -= yw
+            E = ops.matmul(M, spec.MtY * G[:, i:i + 1])
+            if R0 is not None:
+                E += R0
             if need_errors:
-                scores.append(finish(F / -D[:, i:i + 1], i))
+                scores.append(finish(E / D[:, i:i + 1], i))
             else:
-                scores.append(score(mean_squared(F, D[:, i])))
-            del F
+                scores.append(score(mean_squared(E, D[:, i])))
+            del E
     if scorer is None:
         scores = [-s for s in scores]
 
@@ -889,7 +984,7 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         if original_dtype is not None:
             coef = coef.astype(original_dtype, copy=False)
             if type(intercept) is not float:
-                intercept = np.asarray(intercept).astype(original_dtype, copy=False)
+                intercept = np.asarray(intercept).astype(original_dtype, copy=False)[()]
         self.alpha_ = result.alpha
         self.best_score_ = result.best_score
         self.coef_ = coef
@@ -937,7 +1032,7 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         if X.dtype.kind == "f":
             coef = coef.astype(X.dtype, copy=False)
             if type(intercept) is not float:
-                intercept = np.asarray(intercept).astype(X.dtype, copy=False)
+                intercept = np.asarray(intercept).astype(X.dtype, copy=False)[()]
         self.alpha_, self.best_score_ = best_alpha, best_score
         self.coef_, self.intercept_ = coef, intercept
         self.n_features_in_ = X.shape[1]
