@@ -714,7 +714,7 @@ def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per
         if M.shape[1] == n - (1 if fit_intercept else 0):
             R0 = None
         else:
-            base = 1.0 - ops.matmul(MM, xp.ones(M.shape[1], dtype=dtype)) - sw
+            base = 1.0 - ops.matmul(MM, xp.ones((M.shape[1], 1), dtype=dtype)).ravel() - sw
             D += base[:, None]
             R0 = yw - ops.matmul(M, spec.MtY)
     else:  # M = Xw V (the eigen route for n > p): h = (M ∘ M) @ 1/(lam + α)
