@@ -38,8 +38,8 @@ def _exact_squared(X, y, alphas, sw, fit_intercept):
     return E if np.ndim(y) == 2 else E[:, 0, :]
 
 
-def _tall_case(rng, n, p, fit_intercept, weighted, targets):
-    X = spectrum_matrix(rng, n, p, -10)  # cond 1e10
+def _tall_case(rng, n, p, fit_intercept, weighted, targets, smin_exp=-10):
+    X = spectrum_matrix(rng, n, p, smin_exp)  # cond 10**-smin_exp
     W = rng.standard_normal((p, targets))
     Y = X @ W + 1e-6 * rng.standard_normal((n, targets))
     if fit_intercept:
@@ -50,13 +50,16 @@ def _tall_case(rng, n, p, fit_intercept, weighted, targets):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shape,alpha", [((120, 8), 1e-14), ((400, 20), 1e-13)])
+@pytest.mark.parametrize("shape,alpha,smin_exp", [((120, 8), 1e-14, -10),
+                                                  ((400, 20), 1e-13, -10),
+                                                  ((400, 20), 1e-9, -6)])
 @pytest.mark.parametrize("fit_intercept,weighted,targets",
                          [(False, False, 1), (True, False, 1), (True, True, 2),
                           (False, True, 3)])
-def test_tall_ill_conditioned_loo_is_exact(device, rng, shape, alpha, fit_intercept,
-                                           weighted, targets):
-    X, y, sw = _tall_case(rng, *shape, fit_intercept, weighted, targets)
+def test_tall_ill_conditioned_loo_is_exact(device, rng, shape, alpha, smin_exp,
+                                           fit_intercept, weighted, targets):
+    """cond 1e10 (Householder QR on the GPU) and cond 1e6 (CholeskyQR2 there)."""
+    X, y, sw = _tall_case(rng, *shape, fit_intercept, weighted, targets, smin_exp)
     alphas = [alpha, 1e-8, 1e-3]
     exact = _exact_squared(X, y, alphas, sw, fit_intercept)
     ours = _fit(RidgeCV, device, X, y, sw, alphas=alphas, fit_intercept=fit_intercept)
