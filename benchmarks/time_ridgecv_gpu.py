@@ -1,0 +1,33 @@
+"""GPU-only RidgeCV timing of the skgpu source tree at sys.argv[1], for before/after
+comparisons of a change (issue 18's targets: 500,000 x 256 float64, 20 alphas, CuPy
+input, <= 20 ms; 100 targets <= 60 ms). Same method as benchmarks/_harness.timeit: one
+warm-up fit, median of 9, device synchronised. Run it for each tree in one GPU session:
+
+    git archive <base> skgpu | tar -x -C /tmp/before
+    python benchmarks/time_ridgecv_gpu.py /tmp/before; python benchmarks/time_ridgecv_gpu.py .
+
+(bench_linear_model.py times the same fits beside scikit-learn and CuPy peers.)"""
+import json, sys, time, statistics
+sys.path.insert(0, sys.argv[1])
+import numpy as np, cupy as cp
+import skgpu
+from skgpu.linear_model import RidgeCV
+print("skgpu from", skgpu.__file__)
+out = {}
+for t in (1, 100):
+    rng = np.random.default_rng(0)
+    n, p = 500_000, 256
+    X = rng.standard_normal((n, p)) * rng.uniform(0.5, 2.0, p) + rng.uniform(-3, 3, p)
+    Y = X @ rng.standard_normal((p, t)) + rng.standard_normal((n, t)) * np.sqrt(p)
+    Xd, yd = cp.asarray(X), cp.asarray(Y[:, 0] if t == 1 else Y)
+    params = dict(alphas=np.logspace(-2, 4, 20), alpha_per_target=t > 1)
+    RidgeCV(**params).fit(Xd, yd); cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(9):
+        cp.cuda.Device().synchronize(); s = time.perf_counter()
+        m = RidgeCV(**params).fit(Xd, yd); cp.cuda.Device().synchronize()
+        times.append(time.perf_counter() - s)
+    out[t] = dict(median_ms=1e3 * statistics.median(times), min_ms=1e3 * min(times),
+                  max_ms=1e3 * max(times), alpha=np.atleast_1d(m.alpha_).tolist()[:3])
+    del Xd, yd; cp.get_default_memory_pool().free_all_blocks()
+print(json.dumps(out))
