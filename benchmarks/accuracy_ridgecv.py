@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import platform
 import sys
 import warnings
 
@@ -82,7 +81,7 @@ def run(devices):
             exact = exact_loo_errors(X, y, case["alphas"], sw, case["fit_intercept"]) ** 2
             shape = exact.shape if np.ndim(y) == 2 else exact.shape[::2]
             exact = exact.reshape(shape)
-            row = dict(case=case["name"], seed=seed)
+            row = dict(case=f'{case["name"]}, seed {seed}')
             ref = (y, sw, case["fit_intercept"])
             params = dict(alphas=case["alphas"], fit_intercept=case["fit_intercept"],
                           store_cv_results=True)
@@ -112,13 +111,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    from _harness import machine
+
     from skgpu.backends import gpu_status
 
     devices = ["cpu"] + (["gpu"] if gpu_status()[0] else [])
     rows = run(devices)
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(
-            {"machine": platform.node(), "devices": devices, "rows": rows}, indent=1))
+            {"machine": machine(), "devices": devices, "results": rows}, indent=1))
 
 
 if __name__ == "__main__":
