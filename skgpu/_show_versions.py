@@ -38,7 +38,27 @@ def versions_info():
             "reason": reason,
             "sparse Cholesky (cuDSS)": "usable" if cudss is None else cudss,
         },
+        "BLAS and OpenMP thread pools (CPU backend)": _thread_pools(),
     }
+
+
+def _thread_pools():
+    """One entry per native thread pool loaded now (threadpoolctl, a scikit-learn
+    dependency): which library, how many threads. NumPy's and SciPy's wheels each carry
+    their own OpenBLAS, so two pools are usual."""
+    try:
+        import numpy  # noqa: F401 - load the pools that are reported
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import threadpool_info
+    except Exception as exc:
+        return {"unknown": f"threadpoolctl not available ({type(exc).__name__})"}
+    pools = {}
+    for info in threadpool_info():
+        name = f"{info.get('internal_api')} ({info.get('filepath', '?').rsplit('/', 1)[-1]})"
+        pools[name] = (f"{info.get('num_threads')} threads"
+                       + (f", {info['threading_layer']}" if info.get("threading_layer")
+                          else ""))
+    return pools or {"none": "no native thread pool loaded"}
 
 
 def show_versions():
