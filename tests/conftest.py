@@ -68,3 +68,15 @@ def no_gpu_stack(monkeypatch):
     backends._gpu_backend.cache_clear()
 
 
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The GPU skips in one line (``-ra`` is not in addopts: it listed ~70 of them)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    gpu = [r for r in skipped if "GPU backend not usable" in str(r.longrepr)]
+    if gpu:
+        terminalreporter.write_line(
+            f"{len(gpu)} GPU tests skipped: {backends.gpu_status()[1]}")
+    other = len(skipped) - len(gpu)
+    if other:
+        terminalreporter.write_line(f"{other} other tests skipped (pytest -rs lists why)")

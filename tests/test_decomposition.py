@@ -269,6 +269,7 @@ def test_pandas_feature_names_and_set_output(rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the classifier
 def test_pipeline_and_grid_search(device, rng):
     from sklearn.datasets import load_digits
 

@@ -336,6 +336,7 @@ def test_failed_fit_after_gpu_out_of_memory_leaves_estimator_as_it_was(oom_gpu, 
 # --------------------------------------------------------------------------------------
 # 8. Text is refused where scikit-learn validates with dtype='numeric'
 # --------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # GPR on noise
 def test_numeric_strings_refused_where_sklearn_refuses(rng):
     X = rng.standard_normal((20, 3))
     y = X.sum(axis=1)
