@@ -93,3 +93,51 @@ def config_context(*, device=None, matmul_precision=None):
         yield
     finally:
         set_config(**old)
+
+
+class _WithConfig:
+    """A task of scikit-learn's ``Parallel`` run under the skgpu configuration of the
+    thread that dispatched it; scikit-learn's own configuration is attached to the task
+    it wraps, as without skgpu."""
+
+    def __init__(self, function, config):
+        self.function = function
+        self.config = config
+
+    def with_config_and_warning_filters(self, config, warning_filters):
+        self.function = self.function.with_config_and_warning_filters(config,
+                                                                      warning_filters)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        with config_context(**self.config):
+            return self.function(*args, **kwargs)
+
+
+def _propagate_to_joblib_workers():
+    """Carry skgpu's configuration into the workers of ``sklearn.utils.parallel.Parallel``
+    (what GridSearchCV, cross_validate and the rest use), under every joblib backend.
+
+    scikit-learn attaches its own configuration to each task in ``Parallel.__call__`` and
+    restores it in the worker; its configuration keys are fixed, so skgpu's travel
+    beside them: ``Parallel.__call__`` is wrapped once, at ``import skgpu``, to capture
+    ``get_config()`` in the calling thread and wrap each task in :class:`_WithConfig`.
+    Without it a worker ran with the default ``device="auto"`` whatever the caller's
+    ``config_context`` said.
+    """
+    from sklearn.utils import parallel
+
+    original = parallel.Parallel.__call__
+    if getattr(original, "_skgpu_config", False):
+        return
+
+    def __call__(self, iterable):
+        config = get_config()
+        wrapped = ((_WithConfig(task, config), args, kwargs)
+                   for task, args, kwargs in iterable)
+        return original(self, wrapped)
+
+    __call__._skgpu_config = True
+    __call__.__wrapped__ = original
+    __call__.__doc__ = original.__doc__
+    parallel.Parallel.__call__ = __call__

@@ -39,7 +39,7 @@ def test_show_versions(capsys):
 def test_main_runs(capsys):
     from skgpu.__main__ import main
 
-    assert main() == 0
+    assert main([]) == 0
     out = capsys.readouterr().out
     assert "Demo on data bundled with scikit-learn" in out
     for name in ("PCA(16, covariance_eigh)", "TruncatedSVD(16)", "RidgeCV(13 alphas, LOO)",
@@ -49,3 +49,53 @@ def test_main_runs(capsys):
     rows = [line.split(" | ") for line in out.splitlines() if line.count(" | ") == 7]
     assert len(rows) == 6  # header and five estimators
     assert all(float(row[-1]) < 1e-6 for row in rows[1:])
+
+
+@pytest.mark.parametrize("backend", ["loky", "threading", "multiprocessing"])
+def test_config_reaches_joblib_workers(backend):
+    """Inside config_context(device="gpu") on a machine without a usable GPU, every
+    worker of a search must refuse to fit (it ran with device="auto" before)."""
+    import joblib
+    import numpy as np
+    from sklearn.model_selection import GridSearchCV
+
+    from skgpu.backends import gpu_status
+    from skgpu.decomposition import PCA
+
+    if gpu_status()[0]:
+        pytest.skip("needs a machine where device='gpu' fails")
+    X = np.random.default_rng(0).standard_normal((60, 5))
+    # refit=False: only the workers fit (a refit in this thread would raise anyway)
+    search = GridSearchCV(PCA(), {"n_components": [1, 2]}, cv=3, n_jobs=2,
+                          error_score="raise", refit=False)
+    with joblib.parallel_backend(backend), skgpu.config_context(device="gpu"):
+        with pytest.raises(skgpu.GPUUnavailableError, match="device='gpu' was requested"):
+            search.fit(X)
+    # and the default configuration still fits
+    with joblib.parallel_backend(backend):
+        assert search.fit(X).best_params_["n_components"] in (1, 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["loky", "threading"])
+def test_cpu_config_reaches_joblib_workers_on_a_gpu_machine(backend):
+    import joblib
+    import numpy as np
+    from sklearn.model_selection import cross_validate
+
+    from skgpu.decomposition import PCA
+
+    X = np.random.default_rng(0).standard_normal((60, 5))
+    with joblib.parallel_backend(backend), skgpu.config_context(device="cpu"):
+        out = cross_validate(PCA(2), X, cv=3, n_jobs=2, return_estimator=True)
+    assert {est.backend_ for est in out["estimator"]} == {"cpu"}
+    out = cross_validate(PCA(2), X, cv=3, n_jobs=2, return_estimator=True)
+    assert {est.backend_ for est in out["estimator"]} == {"gpu"}
+
+
+def test_joblib_propagation_installed_once():
+    from sklearn.utils import parallel
+
+    skgpu._config._propagate_to_joblib_workers()
+    call = parallel.Parallel.__call__
+    assert call._skgpu_config and not getattr(call.__wrapped__, "_skgpu_config", False)
