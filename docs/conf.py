@@ -1,6 +1,7 @@
 """Sphinx configuration: numpydoc API reference, sphinx-gallery examples, built with -W."""
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ extensions = [
 ]
 autosummary_generate = True
 templates_path = ["_templates"]
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {"members": True}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py.md5",
@@ -53,8 +54,21 @@ def _benchmark_tables(app):
         benchmark_tables.render(HERE.parent / "benchmarks" / "results"))
 
 
+_SKLEARN_REF = re.compile(r":ref:`([^`<]*?)\s*(?:<([^>]*)>)?`")
+
+
+def _plain_sklearn_refs(app, what, name, obj, options, lines):
+    """Methods inherited from scikit-learn (``score``, ``get_feature_names_out``, ...)
+    are listed on the API pages with scikit-learn's docstrings, whose ``:ref:`` roles
+    point at labels of scikit-learn's own documentation: shown as plain text here."""
+    if (getattr(obj, "__module__", None) or "").startswith("sklearn"):
+        lines[:] = [_SKLEARN_REF.sub(lambda m: m.group(1).strip() or m.group(2), line)
+                    for line in lines]
+
+
 def setup(app):
     app.connect("builder-inited", _benchmark_tables)
+    app.connect("autodoc-process-docstring", _plain_sklearn_refs)
 
 
 os.environ.setdefault("MPLBACKEND", "Agg")
