@@ -594,7 +594,7 @@ default='auto'
             return _ridge_fit(ops, X, y, sample_weight, self.alpha,
                               fit_intercept=self.fit_intercept, solver=solver)
 
-        operations = ("cholesky", "qr_r", "svd", "matmul")
+        operations = ("cholesky", "qr", "svd", "matmul")
         (coef, (X_offset, y_offset), used), backend = run_with_fallback(
             work, operations=operations, X=X, what=f"Ridge.fit ({solver})")
         if not np.all(np.isfinite(coef)):
@@ -972,7 +972,7 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
                             score_params=dict(score_params),
                             store_cv_results=self.store_cv_results)
 
-        operations = ("qr_r", "svd", "matmul") if mode == "svd" else ("eigh", "gram",
+        operations = ("qr", "svd", "matmul") if mode == "svd" else ("eigh", "gram",
                                                                      "matmul")
         result, backend = run_with_fallback(work, operations=operations, X=X,
                                             what=f"RidgeCV.fit (leave-one-out, {mode})")
