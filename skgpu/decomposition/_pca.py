@@ -6,12 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse.linalg import svds
-from sklearn.base import _fit_context
 from sklearn.decomposition import PCA as _SkPCA
-from sklearn.decomposition._pca import _infer_dimension
 from sklearn.utils import check_random_state
-from sklearn.utils._arpack import _init_arpack_v0
-from sklearn.utils.sparsefuncs import _implicit_column_offset, mean_variance_axis
+from sklearn.utils.sparsefuncs import mean_variance_axis
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
@@ -20,6 +17,12 @@ from ..backends._common import centre_columns, exact_constant_columns
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
 from ..utils._fitting import atomic_fit
+from ..utils._sklearn_private import (
+    _fit_context,
+    _implicit_column_offset,
+    _infer_dimension,
+    _init_arpack_v0,
+)
 from ..utils.validation import (
     assert_all_finite,
     checked_product,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.decomposition import TruncatedSVD as _SkTruncatedSVD
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -11,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..utils._fitting import atomic_fit
+from ..utils._sklearn_private import _fit_context
 from ._pca import _arpack_svd, _flip_signs, _row_signs
 
 

@@ -10,17 +10,16 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import _fit_context, clone
+from sklearn.base import clone
 from sklearn.gaussian_process import GaussianProcessRegressor as _SkGPR
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.preprocessing._data import _handle_zeros_in_scale
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import StrOptions
 
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..utils._fitting import atomic_fit
+from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, unsupported_reason
 from ._sparse import (

@@ -17,18 +17,12 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.linear_model import Ridge as _SkRidge
 from sklearn.linear_model import RidgeCV as _SkRidgeCV
-from sklearn.linear_model._ridge import _IdentityRegressor
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils import check_scalar
-from sklearn.utils.metadata_routing import (
-    _raise_for_params,
-    _routing_enabled,
-    process_routing,
-)
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.metadata_routing import process_routing
+from sklearn.utils.validation import check_is_fitted
 
 from .._dask import check_row_chunked, is_dask_array
 from ..backends import get_backend, run_with_fallback
@@ -36,6 +30,13 @@ from ..backends._common import centre_columns
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
 from ..utils._fitting import atomic_fit
+from ..utils._sklearn_private import (
+    _check_sample_weight,
+    _fit_context,
+    _IdentityRegressor,
+    _raise_for_params,
+    _routing_enabled,
+)
 from ..utils.validation import validate_data
 
 logger = logging.getLogger("skgpu")

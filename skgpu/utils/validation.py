@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.validation import (
-    _check_feature_names,
-    _check_n_features,
-    _check_y,
-    check_consistent_length,
-)
+from sklearn.utils.validation import check_consistent_length
 from sklearn.utils.validation import validate_data as _sk_validate_data
 
+from ._sklearn_private import _check_feature_names, _check_n_features, _check_y
 from ..backends._arrays import (
     is_cupy_sparse,
     is_device_array,
@@ -289,7 +285,7 @@ def assert_all_finite(X, estimator):
         data = X.data if is_cupy_sparse(X) else X
         _assert_all_finite_on_device(data, type(estimator).__name__)
     else:
-        from sklearn.utils.validation import _assert_all_finite
+        from ._sklearn_private import _assert_all_finite
 
         _assert_all_finite(X.data if hasattr(X, "tocsr") else X, input_name="X",
                            estimator_name=type(estimator).__name__)
