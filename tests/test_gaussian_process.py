@@ -325,3 +325,32 @@ def test_cupy_and_torch_inputs(rng):
 def test_sklearn_compatible(estimator, check, device):
     with skgpu.config_context(device=device):
         check(estimator)
+
+
+@pytest.mark.parametrize("verbose", [0, 1, 2])
+def test_verbose_reports_optimizer_progress(verbose, caplog):
+    """verbose=1: one record per optimizer run and one at the end; 2: every evaluation
+    too; 0: none of them (the records go to the "skgpu" logger at INFO)."""
+    import logging
+
+    X = np.linspace(0, 5, 30)[:, None]
+    y = np.sin(X).ravel() + 0.1 * np.random.default_rng(0).standard_normal(30)
+    with caplog.at_level(logging.INFO, "skgpu"):
+        gpr = GaussianProcessRegressor(k.RBF() + k.WhiteKernel(1e-2), n_restarts_optimizer=2,
+                                       random_state=0, verbose=verbose).fit(X, y)
+    runs = [r for r in caplog.records if "optimizer run" in r.getMessage()]
+    evaluations = [r for r in caplog.records if "evaluation " in r.getMessage()
+                   and "optimizer run" not in r.getMessage()]
+    done = [r for r in caplog.records if "fit: done" in r.getMessage()]
+    assert len(runs) == (3 if verbose else 0)
+    assert len(done) == (1 if verbose else 0)
+    assert len(evaluations) == (gpr._n_lml_evaluations if verbose > 1 else 0)
+
+
+def test_verbose_is_visible_without_logging_configured(capfd):
+    X = np.linspace(0, 5, 20)[:, None]
+    GaussianProcessRegressor(k.RBF(), verbose=1).fit(X, np.sin(X).ravel())
+    err = capfd.readouterr().err
+    assert "[skgpu] GaussianProcessRegressor.fit: optimizer run 1 of 1" in err
+    GaussianProcessRegressor(k.RBF()).fit(X, np.sin(X).ravel())
+    assert "optimizer run" not in capfd.readouterr().err

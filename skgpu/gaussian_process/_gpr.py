@@ -18,7 +18,7 @@ from sklearn.utils import check_random_state
 
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
-from ..utils._fitting import atomic_fit
+from ..utils._fitting import atomic_fit, progress_logging
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, unsupported_reason
@@ -202,6 +202,12 @@ class GaussianProcessRegressor(_SkGPR):
         'auto' takes the sparse path for compactly supported kernels (see below) and
         the dense one otherwise; 'sparse' raises if the kernel is not compactly
         supported.
+    verbose : int, default=0
+        Progress of the fit: 1 reports each optimizer run (the initial theta and every
+        restart: its log-marginal-likelihood, evaluations and time) and the end of the
+        fit, 2 also every evaluation. Reported on the ``"skgpu"`` logger at INFO; while
+        ``verbose > 0`` and nothing would show INFO records, they are written to
+        standard error for the duration of the fit.
 
     Attributes
     ----------
@@ -258,16 +264,18 @@ class GaussianProcessRegressor(_SkGPR):
     _parameter_constraints: dict = {
         **_SkGPR._parameter_constraints,
         "cholesky": [StrOptions({"auto", "dense", "sparse"})],
+        "verbose": ["verbose"],
     }
 
     def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b",
                  n_restarts_optimizer=0, normalize_y=False, copy_X_train=True,
-                 n_targets=None, random_state=None, cholesky="auto"):
+                 n_targets=None, random_state=None, cholesky="auto", verbose=0):
         super().__init__(kernel=kernel, alpha=alpha, optimizer=optimizer,
                          n_restarts_optimizer=n_restarts_optimizer,
                          normalize_y=normalize_y, copy_X_train=copy_X_train,
                          n_targets=n_targets, random_state=random_state)
         self.cholesky = cholesky
+        self.verbose = verbose
 
     def _validate(self, X, y="no_validation", reset=True):
         kernel = self.kernel if self.kernel is not None else C() * RBF()
@@ -305,6 +313,11 @@ class GaussianProcessRegressor(_SkGPR):
         -------
         self : object
         """
+        with progress_logging(self.verbose):
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
+        start = time.perf_counter()
         kernel = C() * RBF() if self.kernel is None else clone(self.kernel)
         rng = check_random_state(self.random_state)
         X, y = self._validate(X, y)
@@ -371,6 +384,10 @@ class GaussianProcessRegressor(_SkGPR):
         self._device_cache = {"state": result.device_state}
         self.backend_ = backend.name
         self.cholesky_ = "sparse" if sparse else "dense"
+        if self.verbose > 0:
+            logger.info("GaussianProcessRegressor.fit: done on %s (%s path), %d "
+                        "evaluations, %.2f s", backend.name, self.cholesky_,
+                        result.n_evaluations, time.perf_counter() - start)
         return self
 
     def _use_sparse(self, kernel, X):
@@ -402,10 +419,29 @@ class GaussianProcessRegressor(_SkGPR):
                 kernel.theta = theta
                 if eval_gradient:
                     value, grad = lml(kernel, eval_gradient=True)
-                    return -value, -grad
-                return -lml(kernel)
+                    out = -value, -grad
+                else:
+                    value = lml(kernel)
+                    out = -value
+                if self.verbose > 1:
+                    logger.info("GaussianProcessRegressor.fit: evaluation %d, "
+                                "log-marginal-likelihood %.8g", lml.n_evaluations, value)
+                return out
 
-            optima = [self._constrained_optimization(obj_func, kernel.theta, kernel.bounds)]
+            runs = 1 + self.n_restarts_optimizer
+
+            def run(index, theta_initial, bounds):
+                start, before = time.perf_counter(), lml.n_evaluations
+                optimum = self._constrained_optimization(obj_func, theta_initial, bounds)
+                if self.verbose > 0:
+                    logger.info(
+                        "GaussianProcessRegressor.fit: optimizer run %d of %d (%s): "
+                        "log-marginal-likelihood %.8g after %d evaluations, %.2f s",
+                        index, runs, "initial theta" if index == 1 else "random start",
+                        -optimum[1], lml.n_evaluations - before, time.perf_counter() - start)
+                return optimum
+
+            optima = [run(1, kernel.theta, kernel.bounds)]
             if self.n_restarts_optimizer > 0:
                 if not np.isfinite(kernel.bounds).all():
                     raise ValueError(
@@ -413,10 +449,9 @@ class GaussianProcessRegressor(_SkGPR):
                         "requires that all bounds are finite."
                     )
                 bounds = kernel.bounds
-                for _ in range(self.n_restarts_optimizer):
+                for index in range(2, runs + 1):
                     theta_initial = rng.uniform(bounds[:, 0], bounds[:, 1])
-                    optima.append(self._constrained_optimization(obj_func, theta_initial,
-                                                                 bounds))
+                    optima.append(run(index, theta_initial, bounds))
             values = [opt[1] for opt in optima]
             kernel.theta = optima[int(np.argmin(values))][0]
             kernel._check_bounds_params()

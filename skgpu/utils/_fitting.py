@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import sys
 
 
 def atomic_fit(method):
@@ -26,3 +29,36 @@ def atomic_fit(method):
             raise
 
     return wrapper
+
+
+@contextlib.contextmanager
+def progress_logging(verbose):
+    """Make the ``"skgpu"`` logger's INFO records visible while ``verbose > 0``.
+
+    Progress goes through logging, never ``print``; a user who configured logging sees
+    it where they send it. Otherwise (no handler would show INFO), a handler writing to
+    standard error is attached for the duration of the block, which is what
+    scikit-learn's ``verbose`` output looks like to the user.
+    """
+    logger = logging.getLogger("skgpu")
+    if not verbose or (logger.isEnabledFor(logging.INFO) and any(
+            h.level <= logging.INFO and not isinstance(h, logging.NullHandler)
+            for h in _handlers(logger))):
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[skgpu] %(message)s"))
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+
+def _handlers(logger):
+    while logger is not None:
+        yield from logger.handlers
+        logger = logger.parent if logger.propagate else None
