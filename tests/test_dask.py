@@ -13,8 +13,10 @@ from skgpu.linear_model import Ridge, RidgeCV  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
+    # ":0", a free port: None still starts the scheduler's HTTP server on 8787, which the
+    # other test process may hold (a warning in every run)
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
