@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse.linalg import svds
 from sklearn.decomposition import PCA as _SkPCA
 from sklearn.utils import check_random_state
+from sklearn.utils.extmath import fast_logdet
 from sklearn.utils.sparsefuncs import mean_variance_axis
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
 from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._common import centre_columns, exact_constant_columns
-from ..backends._arrays import container_of, convert_output, to_numpy
+from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import (
@@ -459,7 +461,8 @@ class PCA(_SkPCA):
             return self._project(Xv, spec)
         k = self.n_components_
         U = result.U[:, :k]
-        U = U * (np.sqrt(Xv.shape[0] - 1) if self.whiten else
+        # a Python float, not np.sqrt's float64 scalar: NumPy 2 would promote U to float64
+        U = U * (math.sqrt(Xv.shape[0] - 1) if self.whiten else
                  backend.asarray(result.S[:k], dtype=U.dtype))
         return convert_output(U, spec)
 
@@ -542,12 +545,52 @@ class PCA(_SkPCA):
         return convert_output(out, spec)
 
     def score_samples(self, X):
-        """Log-likelihood of each sample under the model (computed on the host)."""
-        return super().score_samples(to_numpy(X))
+        """Log-likelihood of each sample under the probabilistic PCA model.
+
+        Computed where X is: device data (CuPy, CUDA torch) on the device, with one
+        matmul; host data by scikit-learn's code.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ll : array of shape (n_samples,)
+            In the container of ``X``.
+        """
+        if not is_device_array(X):
+            return super().score_samples(X)
+        check_is_fitted(self)
+        spec = container_of(X)
+        out = self._score_samples_on_device(X)
+        return convert_output(out, spec)
+
+    def _score_samples_on_device(self, X):
+        X = validate_data(self, X, reset=False)
+        precision = self.get_precision()  # n_features², on the host as scikit-learn's
+        dtype = np.result_type(X.dtype, precision.dtype)
+        constant = 0.5 * (X.shape[1] * math.log(2.0 * math.pi) - fast_logdet(precision))
+
+        def work(ops):
+            Xr = ops.asarray(X, dtype=dtype) - ops.asarray(self.mean_, dtype=dtype)
+            M = ops.matmul(Xr, ops.asarray(precision, dtype=dtype))
+            ll = ops.xp.sum(Xr * M, axis=1)
+            ll *= -0.5
+            ll -= constant
+            return ll
+
+        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+                                   what="PCA.score_samples")
+        return out
 
     def score(self, X, y=None):
-        """Average log-likelihood of the samples under the model."""
-        return float(np.mean(self.score_samples(X)))
+        """Average log-likelihood of the samples under the model, as a Python float
+        (computed where X is, as :meth:`score_samples`)."""
+        if not is_device_array(X):
+            return super().score(X)
+        check_is_fitted(self)
+        return float(self._score_samples_on_device(X).mean())
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -19,6 +19,7 @@ from sklearn.utils import check_random_state
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..utils._fitting import atomic_fit, progress_logging
+from ..utils._scoring import r2_score_where_the_data_is
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, unsupported_reason
@@ -636,8 +637,26 @@ class GaussianProcessRegressor(_SkGPR):
             return convert_output(mean, spec), convert_output(np.sqrt(var), spec)
         return convert_output(mean, spec)
 
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R² of the predictive mean, as scikit-learn's.
+
+        On device data (CuPy, CUDA torch) it is computed on the device.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or list of object
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        return r2_score_where_the_data_is(y, self.predict(X), sample_weight)
+
     def sample_y(self, X, n_samples=1, random_state=0):
-        """Draw samples from the Gaussian process and evaluate them at X (on the host).
+        """Draw samples from the Gaussian process and evaluate them at X (drawn on the
+        host, with scikit-learn's random draws; returned in the container of ``X``).
 
         Parameters
         ----------
@@ -650,8 +669,10 @@ class GaussianProcessRegressor(_SkGPR):
         y_samples : ndarray of shape (n_samples_X, n_samples) or \
 (n_samples_X, n_targets, n_samples)
         """
-        return super().sample_y(to_numpy(X) if is_device_array(X) else X,
-                                n_samples=n_samples, random_state=random_state)
+        spec = container_of(X)
+        out = super().sample_y(to_numpy(X) if is_device_array(X) else X,
+                               n_samples=n_samples, random_state=random_state)
+        return convert_output(out, spec)
 
     def __getstate__(self):
         state = super().__getstate__()

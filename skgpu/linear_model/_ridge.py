@@ -28,6 +28,7 @@ from .._dask import check_row_chunked, is_dask_array
 from ..backends import get_backend, run_with_fallback
 from ..backends._common import centre_columns
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
+from ..utils._scoring import r2_score_where_the_data_is
 from ..backends._arrays import is_sparse as _is_sparse
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import (
@@ -449,6 +450,24 @@ class _DevicePredictMixin:
         out, _ = run_with_fallback(work, operations=("matmul",), X=X,
                                    what=f"{type(self).__name__}.predict")
         return convert_output(out, spec)
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R² of the prediction, as scikit-learn's.
+
+        On device data (CuPy, CUDA torch) it is computed on the device.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+            R² of ``self.predict(X)`` against ``y``, averaged over targets.
+        """
+        return r2_score_where_the_data_is(y, self.predict(X), sample_weight)
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -1,0 +1,86 @@
+"""``score`` where the data is: scikit-learn's R² for device arrays.
+
+``RegressorMixin.score`` calls ``r2_score``, which turns its input into NumPy arrays; CuPy
+refuses that, and CUDA torch tensors cannot do it, so a search over device data would
+record NaN for every fold. Here the sums R² is made of are taken on the device and only
+one number per output comes back to the host, where scikit-learn's own rule assembles them
+(constant targets, ``force_finite``). Anything the fast path does not cover (invalid
+shapes or values, an overflow) is handed to scikit-learn on the host, so errors and edge
+cases read exactly as scikit-learn's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import r2_score
+
+from ..backends._arrays import is_cupy_array, is_device_array, to_cupy, to_numpy
+from ._sklearn_private import _assemble_fraction_of_explained_deviance
+
+
+def r2_score_where_the_data_is(y_true, y_pred, sample_weight=None):
+    """``r2_score(y_true, y_pred, sample_weight=sample_weight)`` as a Python float.
+
+    With any argument on the GPU (CuPy, CUDA torch) the reductions run there, in float64;
+    otherwise this is scikit-learn's ``r2_score``.
+    """
+    if not any(is_device_array(a) for a in (y_true, y_pred, sample_weight)):
+        return float(r2_score(y_true, y_pred, sample_weight=sample_weight))
+    parts = _r2_parts_on_device(y_true, y_pred, sample_weight)
+    if parts is None:  # not the common case: scikit-learn's checks and arithmetic decide
+        return float(r2_score(to_numpy(y_true), to_numpy(y_pred),
+                              sample_weight=to_numpy(sample_weight)))
+    numerator, denominator = parts
+    return float(_assemble_fraction_of_explained_deviance(
+        numerator=numerator, denominator=denominator, n_outputs=numerator.shape[0],
+        multioutput="uniform_average", force_finite=True, xp=np, device=None))
+
+
+def _as_device_values(a):
+    """``a`` as a dense numeric CuPy array, or None where scikit-learn must look at it."""
+    if a is None:
+        return None
+    if not is_device_array(a):
+        a = np.asarray(a)
+        if a.dtype.kind not in "fiub":
+            return None
+    a = to_cupy(a)
+    if not is_cupy_array(a) or a.dtype.kind not in "fiub":
+        return None
+    return a
+
+
+def _r2_parts_on_device(y_true, y_pred, sample_weight):
+    """Per output, ``Σ w (y - ŷ)²`` and ``Σ w (y - ȳ_w)²`` as NumPy float64 vectors, or
+    None when the input is not the plain valid case (then scikit-learn decides)."""
+    import cupy as cp
+
+    y, p = _as_device_values(y_true), _as_device_values(y_pred)
+    if y is None or p is None or y.ndim not in (1, 2) or p.ndim not in (1, 2):
+        return None
+    n = y.shape[0]
+    y = y.reshape(n, -1).astype(cp.float64, copy=False)
+    p = p.reshape(p.shape[0], -1).astype(cp.float64, copy=False)
+    if p.shape != y.shape or n < 2:
+        return None
+    if sample_weight is None:
+        mean = y.mean(axis=0)
+        numerator = ((y - p) ** 2).sum(axis=0)
+        denominator = ((y - mean) ** 2).sum(axis=0)
+    else:
+        w = _as_device_values(sample_weight)
+        if w is None or w.shape != (n,):
+            return None
+        w = w.astype(cp.float64, copy=False)
+        total = float(w.sum())
+        if total == 0.0 or not np.isfinite(total):  # includes all zeros: scikit-learn's error
+            return None
+        W = w[:, None]
+        mean = (W * y).sum(axis=0) / total
+        numerator = (W * (y - p) ** 2).sum(axis=0)
+        denominator = (W * (y - mean) ** 2).sum(axis=0)
+    parts = cp.stack([numerator, denominator]).get()
+    # NaN or infinity anywhere in the input reaches these sums; so does an overflow
+    if not np.isfinite(parts).all():
+        return None
+    return parts[0], parts[1]
