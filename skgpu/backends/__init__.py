@@ -34,11 +34,14 @@ from __future__ import annotations
 import functools
 import logging
 import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from .._config import get_config
 from ..exceptions import GPUFallbackWarning, GPUOutOfMemoryError, GPUUnavailableError
 from ._arrays import is_device_array
 from ._cpu import CPUBackend
+from ._threads import managed_blas_threads
 
 logger = logging.getLogger("skgpu")
 
@@ -56,14 +59,16 @@ OPERATIONS = (
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.
-GPU_REQUIREMENTS = {op: None for op in OPERATIONS}
+GPU_REQUIREMENTS: dict[str, str | None] = {op: None for op in OPERATIONS}
 GPU_REQUIREMENTS["sparse_spd"] = "cudss"
 
 _CPU = CPUBackend()
 
+T = TypeVar("T")
+
 
 @functools.lru_cache(maxsize=None)
-def gpu_status():
+def gpu_status() -> tuple[bool, str]:
     """``(usable, reason)`` for the GPU backend, checked once per process.
 
     Importing CuPy and nvmath, counting CUDA devices and creating a cuSOLVER handle is
@@ -106,7 +111,7 @@ def _requirement_status(requirement):
     return True, ""
 
 
-def gpu_unsupported_reason(operations=()):
+def gpu_unsupported_reason(operations: Iterable[str] = ()) -> str | None:
     """None if the GPU backend can run every operation named, else the reason it cannot."""
     usable, reason = gpu_status()
     if not usable:
@@ -122,7 +127,7 @@ def gpu_unsupported_reason(operations=()):
     return None
 
 
-def get_backend(name):
+def get_backend(name: str) -> Any:
     """The backend object called ``name`` ("cpu" or "gpu")."""
     if name == "cpu":
         return _CPU
@@ -138,7 +143,8 @@ def _gpu_backend(cls):
     return cls()
 
 
-def select_backend(device=None, *, operations=(), X=None):
+def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
+                   X: Any = None) -> tuple[Any, str]:
     """Pick the backend for work made of ``operations``; return ``(backend, reason)``.
 
     Parameters
@@ -181,8 +187,13 @@ def is_out_of_memory(exc):
     return gpu_oom(exc)
 
 
-def run_with_fallback(func, *, device=None, operations=(), X=None, what="fit"):
+def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
+                      operations: Iterable[str] = (), X: Any = None, what: str = "fit",
+                      flops: float | None = None) -> tuple[T, Any]:
     """Run ``func(backend)`` on the selected backend; return ``(result, backend)``.
+
+    On the CPU backend, work whose size ``flops`` (where the caller knows it) is small runs
+    with BLAS on one thread (:mod:`skgpu.backends._threads`); other work on every core.
 
     With ``device="auto"`` a GPU out-of-memory error frees the GPU memory pool, warns
     :class:`~skgpu.GPUFallbackWarning` and re-runs ``func`` on the CPU. With
@@ -194,7 +205,8 @@ def run_with_fallback(func, *, device=None, operations=(), X=None, what="fit"):
     backend, reason = select_backend(device, operations=operations, X=X)
     logger.info("%s: %s", what, reason)
     if not backend.is_gpu:
-        return func(backend), backend
+        with managed_blas_threads(flops):
+            return func(backend), backend
     try:
         return func(backend), backend
     except Exception as exc:
@@ -207,7 +219,8 @@ def run_with_fallback(func, *, device=None, operations=(), X=None, what="fit"):
         warnings.warn(f"{message}; running on the CPU instead.", GPUFallbackWarning,
                       stacklevel=3)
         logger.info("%s: falling back to the CPU after a GPU out-of-memory error", what)
-        return func(_CPU), _CPU
+        with managed_blas_threads(flops):
+            return func(_CPU), _CPU
 
 
 __all__ = [

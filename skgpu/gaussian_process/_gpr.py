@@ -16,6 +16,7 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
 
+from .._typing import ArrayLike, MatrixLike, RandomStateLike
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..utils._fitting import atomic_fit, progress_logging
@@ -31,6 +32,12 @@ from ._sparse import (
 )
 
 logger = logging.getLogger("skgpu")
+
+def _cholesky_flops(n):
+    """Floating-point operations of one dense Cholesky factorisation of an n × n matrix
+    (the unit of work of a GP fit or likelihood; BLAS threads are managed by it)."""
+    return n**3 / 3.0
+
 
 #: Bytes of one block of test-point rows in predict (K(X*, X_train) and L⁻¹K(X*, X)ᵀ).
 _PREDICT_BLOCK_BYTES = 1 << 30
@@ -299,7 +306,7 @@ class GaussianProcessRegressor(_SkGPR):
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X, y):
+    def fit(self, X: MatrixLike, y: ArrayLike) -> GaussianProcessRegressor:
         """Fit Gaussian process regression model.
 
         Parameters
@@ -372,7 +379,8 @@ class GaussianProcessRegressor(_SkGPR):
         (result, rng), backend = run_with_fallback(
             work, device=None if vector else "cpu",
             operations=("sparse_spd", "spmm") if sparse else ("cholesky", "matmul"),
-            X=X, what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})")
+            X=X, what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})",
+            flops=None if sparse else _cholesky_flops(X_train.shape[0]))
         self.kernel_ = result.kernel
         self._rng = rng
         self._y_train_mean, self._y_train_std = y_mean, y_std
@@ -512,7 +520,9 @@ class GaussianProcessRegressor(_SkGPR):
             cache["state"] = state
         return state
 
-    def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
+    def log_marginal_likelihood(
+            self, theta: ArrayLike | None = None, eval_gradient: bool = False,
+            clone_kernel: bool = True) -> float | tuple[float, np.ndarray]:
         """Log marginal likelihood of theta for the training data (and its gradient).
 
         Parameters
@@ -564,10 +574,12 @@ class GaussianProcessRegressor(_SkGPR):
         out, _ = run_with_fallback(
             work, device=None if vector else "cpu",
             operations=("sparse_spd",) if sparse else ("cholesky", "matmul"),
-            what="GaussianProcessRegressor.log_marginal_likelihood")
+            what="GaussianProcessRegressor.log_marginal_likelihood",
+            flops=None if sparse else _cholesky_flops(self.X_train_.shape[0]))
         return out
 
-    def predict(self, X, return_std=False, return_cov=False):
+    def predict(self, X: MatrixLike, return_std: bool = False, return_cov: bool = False
+                ) -> MatrixLike | tuple[MatrixLike, MatrixLike]:
         """Predict using the Gaussian process regression model.
 
         Parameters
@@ -612,7 +624,9 @@ class GaussianProcessRegressor(_SkGPR):
         operations = (("sparse_spd", "spmm") if sparse
                       else ("cholesky", "solve_triangular", "matmul"))
         out, _ = run_with_fallback(work, operations=operations, X=X,
-                                   what="GaussianProcessRegressor.predict")
+                                   what="GaussianProcessRegressor.predict",
+                                   flops=None if sparse else 2.0 * X.shape[0]
+                                   * self.X_train_.shape[0] ** 2)
         mean, extra = out
         std2 = self._y_train_std**2
         mean = self._y_train_std * mean + self._y_train_mean
@@ -637,7 +651,8 @@ class GaussianProcessRegressor(_SkGPR):
             return convert_output(mean, spec), convert_output(np.sqrt(var), spec)
         return convert_output(mean, spec)
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: MatrixLike, y: ArrayLike,
+              sample_weight: ArrayLike | None = None) -> float:
         """Coefficient of determination R² of the predictive mean, as scikit-learn's.
 
         On device data (CuPy, CUDA torch) it is computed on the device.
@@ -654,7 +669,8 @@ class GaussianProcessRegressor(_SkGPR):
         """
         return r2_score_where_the_data_is(y, self.predict(X), sample_weight)
 
-    def sample_y(self, X, n_samples=1, random_state=0):
+    def sample_y(self, X: MatrixLike, n_samples: int = 1,
+                 random_state: RandomStateLike = 0) -> MatrixLike:
         """Draw samples from the Gaussian process and evaluate them at X (drawn on the
         host, with scikit-learn's random draws; returned in the container of ``X``).
 

@@ -15,6 +15,7 @@ import logging
 import numbers
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sklearn.linear_model import Ridge as _SkRidge
@@ -24,6 +25,7 @@ from sklearn.utils import check_scalar
 from sklearn.utils.metadata_routing import process_routing
 from sklearn.utils.validation import check_is_fitted
 
+from .._typing import ArrayLike, MatrixLike
 from .._dask import check_row_chunked, is_dask_array
 from ..backends import get_backend, run_with_fallback
 from ..backends._common import centre_columns
@@ -399,9 +401,19 @@ def _raise_not_finite(what, X):
     )
 
 
+def _factorisation_flops(X):
+    """Floating-point operations of the fit's factorisation, n·p·min(n, p) (a QR, or the
+    Gram matrix and its decomposition); BLAS threads on the CPU are managed by it."""
+    n, p = X.shape
+    return float(n) * p * min(n, p)
+
+
 class _DevicePredictMixin:
     """``predict`` as one matmul with the intercept in the BIAS epilog, output following
     the input's container; device copies of the weights are cached per backend."""
+
+    coef_: Any  # set by fit (annotations only: no class attribute)
+    intercept_: Any
 
     def _linear_weights(self, ops):
         cache = self.__dict__.setdefault("_device_cache", {})
@@ -413,7 +425,7 @@ class _DevicePredictMixin:
                                ops.asarray(np.ascontiguousarray(intercept)))
         return cache[ops.name]
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> MatrixLike:
         """Predict using the linear model.
 
         Parameters
@@ -451,7 +463,8 @@ class _DevicePredictMixin:
                                    what=f"{type(self).__name__}.predict")
         return convert_output(out, spec)
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: MatrixLike, y: ArrayLike,
+              sample_weight: ArrayLike | None = None) -> float:
         """Coefficient of determination R² of the prediction, as scikit-learn's.
 
         On device data (CuPy, CUDA torch) it is computed on the device.
@@ -562,7 +575,8 @@ default='auto'
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: MatrixLike, y: ArrayLike,
+            sample_weight: ArrayLike | float | None = None) -> Ridge:
         """Fit Ridge regression model.
 
         Parameters
@@ -616,7 +630,8 @@ default='auto'
 
         operations = ("cholesky", "qr", "svd", "matmul")
         (coef, (X_offset, y_offset), used), backend = run_with_fallback(
-            work, operations=operations, X=X, what=f"Ridge.fit ({solver})")
+            work, operations=operations, X=X, what=f"Ridge.fit ({solver})",
+            flops=_factorisation_flops(X))
         if not np.all(np.isfinite(coef)):
             _raise_not_finite("Ridge.fit", X)
         if coef.shape[0] == 1:  # one target: scikit-learn ravels coef_ (y 1-D or (n, 1))
@@ -628,7 +643,7 @@ default='auto'
         self.n_iter_ = None
         self.solver_ = used
         self.backend_ = backend.name
-        self._device_cache = {}
+        self._device_cache: dict = {}
         return self
 
     def _fit_dask(self, X, y, sample_weight):
@@ -700,7 +715,7 @@ class _GCVResult:
     coef: np.ndarray  # (t, p)
     X_offset: np.ndarray
     y_offset: np.ndarray
-    cv_results: np.ndarray = None  # (n * t, n_alphas)
+    cv_results: np.ndarray | None = None  # (n * t, n_alphas)
 
 
 def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per_target,
@@ -931,7 +946,8 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X, y, sample_weight=None, **params):
+    def fit(self, X: MatrixLike, y: ArrayLike,
+            sample_weight: ArrayLike | float | None = None, **params: Any) -> RidgeCV:
         """Fit Ridge regression model with cv.
 
         Parameters
@@ -956,7 +972,7 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         if sample_weight is not None:
             params["sample_weight"] = sample_weight
         self.__dict__.pop("cv_results_", None)
-        self._device_cache = {}
+        self._device_cache: dict = {}
 
         if self.cv is not None:
             if is_dask_array(X):
@@ -995,7 +1011,8 @@ class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
         operations = ("qr", "svd", "matmul") if mode == "svd" else ("eigh", "gram",
                                                                      "matmul")
         result, backend = run_with_fallback(work, operations=operations, X=X,
-                                            what=f"RidgeCV.fit (leave-one-out, {mode})")
+                                            what=f"RidgeCV.fit (leave-one-out, {mode})",
+                                            flops=_factorisation_flops(X))
         if not np.all(np.isfinite(result.coef)):
             _raise_not_finite("RidgeCV.fit", X)
         coef, y_offset = result.coef, result.y_offset
