@@ -6,6 +6,8 @@ the results are apart. ``--no-demo`` prints the status only, ``--json`` prints i
 JSON (for scripts); warnings raised by the demo are shown, not silenced.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import logging
@@ -79,7 +81,7 @@ def _parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     from skgpu import show_versions
     from skgpu._show_versions import versions_info
 

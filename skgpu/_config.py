@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 _DEVICES = ("auto", "gpu", "cpu")
@@ -18,7 +19,7 @@ def _get_threadlocal_config():
     return _threadlocal.config
 
 
-def get_config():
+def get_config() -> dict[str, str]:
     """Return a copy of the current configuration.
 
     Returns
@@ -45,7 +46,7 @@ def _validate(device, matmul_precision):
         )
 
 
-def set_config(device=None, matmul_precision=None):
+def set_config(device: str | None = None, matmul_precision: str | None = None) -> None:
     """Set the skgpu configuration for the current thread.
 
     Parameters
@@ -74,7 +75,8 @@ def set_config(device=None, matmul_precision=None):
 
 
 @contextmanager
-def config_context(*, device=None, matmul_precision=None):
+def config_context(*, device: str | None = None,
+                   matmul_precision: str | None = None) -> Iterator[None]:
     """Temporarily change the configuration within a ``with`` block.
 
     Parameters are those of :func:`set_config`; the previous configuration is

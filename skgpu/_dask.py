@@ -228,7 +228,7 @@ def _submit(plan, func, args=(), reduce=None, operations=("matmul",), device=Non
 
 
 #: The futures of the last pass computed, let go only once the next pass is submitted.
-_last_pass = []
+_last_pass: list = []
 _last_pass_lock = threading.Lock()
 
 

@@ -1,8 +1,11 @@
 """Versions of skgpu's dependencies and the state of the GPU backend."""
 
+from __future__ import annotations
+
 import importlib
 import platform
 import sys
+from typing import Any
 
 
 def _version(module_name):
@@ -12,7 +15,7 @@ def _version(module_name):
         return f"not available ({type(exc).__name__})"
 
 
-def versions_info():
+def versions_info() -> dict[str, Any]:
     """Dictionary of section -> {name: value} describing this installation."""
     from . import __version__
     from .backends import gpu_status, gpu_unsupported_reason
@@ -61,7 +64,7 @@ def _thread_pools():
     return pools or {"none": "no native thread pool loaded"}
 
 
-def show_versions():
+def show_versions() -> None:
     """Print versions of skgpu's dependencies and whether the GPU backend is usable."""
     for section, entries in versions_info().items():
         print(f"\n{section}:")

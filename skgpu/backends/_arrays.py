@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -70,7 +71,7 @@ class ContainerSpec:
     """
 
     kind: str
-    torch_device: object = None
+    torch_device: Any = None
 
 
 def container_of(X):

@@ -13,6 +13,7 @@ from sklearn.utils.extmath import fast_logdet
 from sklearn.utils.sparsefuncs import mean_variance_axis
 from sklearn.utils.validation import check_is_fitted
 
+from .._typing import MatrixLike
 from .._config import get_config
 from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._common import centre_columns, exact_constant_columns
@@ -419,7 +420,7 @@ class PCA(_SkPCA):
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X, y=None):
+    def fit(self, X: MatrixLike, y: object = None) -> PCA:
         """Fit the model with X.
 
         Parameters
@@ -437,7 +438,7 @@ class PCA(_SkPCA):
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: MatrixLike, y: object = None) -> MatrixLike:
         """Fit the model with X and apply the dimensionality reduction on X.
 
         Parameters
@@ -491,7 +492,7 @@ class PCA(_SkPCA):
                                          what="PCA.transform")
         return convert_output(out, spec)
 
-    def transform(self, X):
+    def transform(self, X: MatrixLike) -> MatrixLike:
         """Project X on the principal components (one matmul with a bias epilog).
 
         Parameters
@@ -516,7 +517,7 @@ class PCA(_SkPCA):
                           ensure_all_finite=False)
         return self._project(X, spec, check_finite=True)
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: MatrixLike) -> MatrixLike:
         """Transform data back to its original space.
 
         Parameters
@@ -544,7 +545,7 @@ class PCA(_SkPCA):
                                    what="PCA.inverse_transform")
         return convert_output(out, spec)
 
-    def score_samples(self, X):
+    def score_samples(self, X: MatrixLike) -> MatrixLike:
         """Log-likelihood of each sample under the probabilistic PCA model.
 
         Computed where X is: device data (CuPy, CUDA torch) on the device, with one
@@ -584,7 +585,7 @@ class PCA(_SkPCA):
                                    what="PCA.score_samples")
         return out
 
-    def score(self, X, y=None):
+    def score(self, X: MatrixLike, y: object = None) -> float:
         """Average log-likelihood of the samples under the model, as a Python float
         (computed where X is, as :meth:`score_samples`)."""
         if not is_device_array(X):

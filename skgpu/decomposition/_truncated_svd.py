@@ -7,6 +7,7 @@ from sklearn.decomposition import TruncatedSVD as _SkTruncatedSVD
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..utils._fitting import atomic_fit
@@ -126,14 +127,14 @@ class TruncatedSVD(_SkTruncatedSVD):
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X, y=None):
+    def fit(self, X: MatrixLike, y: object = None) -> TruncatedSVD:
         """Fit the model on X (dense or sparse). Returns self."""
         self.fit_transform(X)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: MatrixLike, y: object = None) -> MatrixLike:
         """Fit the model and return X reduced, in the container of X.
 
         Parameters
@@ -183,7 +184,7 @@ class TruncatedSVD(_SkTruncatedSVD):
         self.explained_variance_ratio_ = explained / full_var
         self.singular_values_ = S
         self.backend_ = backend.name
-        self._device_cache = {}
+        self._device_cache: dict = {}
         return convert_output(Xt, spec)
 
     def _fit_transform_dask(self, X):
@@ -223,7 +224,7 @@ class TruncatedSVD(_SkTruncatedSVD):
             cache[key] = ops.asarray(np.ascontiguousarray(C))
         return cache[key]
 
-    def transform(self, X):
+    def transform(self, X: MatrixLike) -> MatrixLike:
         """Reduce X: ``X @ components_.T``, in the container of X."""
         from ..utils.validation import checked_product, validate_data
 
@@ -246,7 +247,7 @@ class TruncatedSVD(_SkTruncatedSVD):
                                    what="TruncatedSVD.transform")
         return convert_output(out, spec)
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: MatrixLike) -> MatrixLike:
         """Transform X back to its original space: ``X @ components_``."""
         from ..utils.validation import validate_inverse_input
 

@@ -9,6 +9,8 @@ factor it with a sparse Cholesky (cuDSS on the GPU).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.spatial.distance import cdist, pdist, squareform
 from sklearn.gaussian_process.kernels import (
@@ -107,7 +109,7 @@ class Wendland(StationaryKernelMixin, NormalizedKernelMixin, Kernel):
     def _dimension(self, X):
         return int(self.dimension) if self.dimension is not None else np.shape(X)[1]
 
-    def support(self):
+    def support(self) -> float:
         """Distance beyond which the kernel is zero."""
         return float(self.support_radius)
 
@@ -190,7 +192,7 @@ class Tapered(Kernel):
         self.taper_smoothness = taper_smoothness
         self.dimension = dimension
 
-    def get_params(self, deep=True):
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         params = dict(kernel=self.kernel, taper_range=self.taper_range,
                       taper_smoothness=self.taper_smoothness, dimension=self.dimension)
         if deep:
@@ -220,11 +222,11 @@ class Tapered(Kernel):
                 and self.taper_smoothness == b.taper_smoothness
                 and self.dimension == b.dimension)
 
-    def support(self):
+    def support(self) -> float:
         """Distance beyond which the kernel is zero."""
         return float(self.taper_range)
 
-    def taper(self, X, Y=None):
+    def taper(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
         """The taper's Gram matrix."""
         _check_smoothness(self.taper_smoothness)
         X = np.atleast_2d(X)
@@ -257,7 +259,7 @@ class Tapered(Kernel):
         """Diagonal of k(X, X): the wrapped kernel's (the taper is one there)."""
         return self.kernel.diag(X)
 
-    def is_stationary(self):
+    def is_stationary(self) -> bool:
         return self.kernel.is_stationary()
 
     @property
