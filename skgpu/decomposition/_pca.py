@@ -13,8 +13,8 @@ from sklearn.utils.extmath import fast_logdet
 from sklearn.utils.sparsefuncs import mean_variance_axis
 from sklearn.utils.validation import check_is_fitted
 
-from .._typing import MatrixLike
 from .._config import get_config
+from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._common import centre_columns, exact_constant_columns
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy

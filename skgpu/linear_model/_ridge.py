@@ -25,8 +25,8 @@ from sklearn.utils import check_scalar
 from sklearn.utils.metadata_routing import process_routing
 from sklearn.utils.validation import check_is_fitted
 
-from .._typing import ArrayLike, MatrixLike
 from .._dask import check_row_chunked, is_dask_array
+from .._typing import ArrayLike, MatrixLike
 from ..backends import get_backend, run_with_fallback
 from ..backends._common import centre_columns
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
