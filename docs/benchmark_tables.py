@@ -12,6 +12,13 @@ def _fmt_seconds(value):
     return f"{value * 1e3:.1f} ms"
 
 
+def _fmt_value(value):
+    """A note's value: floats to four significant digits, the rest as they are."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 def _table(rows, header=("measurement", "median (min–max)", "repeats"), widths="50 25 25"):
     """A list-table with a header row."""
     out = [".. list-table::", "   :header-rows: 1", f"   :widths: {widths}", ""]
@@ -36,10 +43,13 @@ def render(results_dir):
                                        "nvmath-python"))
         lines += [f"Machine: {described}.", ""]
         if "rows" in doc:  # the suite (run_all.py): one row per measurement
-            plot = path.with_name(f"{path.stem}_speedup.png")
-            if plot.exists():
+            # every plot of the run: the speed-up first, then time against n per estimator
+            plots = sorted(path.parent.glob(f"{path.stem}_*.png"),
+                           key=lambda f: (not f.stem.endswith("_speedup"), f.name))
+            for plot in plots:
+                what = plot.stem[len(path.stem) + 1:].replace("_", " ")
                 lines += [f".. image:: ../benchmarks/results/{plot.name}",
-                          f"   :alt: speed-up over scikit-learn, {title}", ""]
+                          f"   :alt: {title}: {what}", ""]
             lines += _table(
                 [(r["estimator"], r["operation"], f"{r['n']:,}", str(r["p"]), r["impl"],
                   r.get("error") or _fmt_seconds(r["median_s"]),
@@ -66,7 +76,7 @@ def render(results_dir):
                 elif isinstance(value, float) and key.endswith("_s"):
                     rows.append((key[:-2].replace("_", " "), _fmt_seconds(value), "1"))
                 elif isinstance(value, (int, float, bool, str)):
-                    notes.append(f"{key.replace('_', ' ')}: {value}")
+                    notes.append(f"{key.replace('_', ' ')}: {_fmt_value(value)}")
             if rows:
                 lines += _table(rows)
             if notes:

@@ -17,19 +17,22 @@ from distributed import Client, LocalCluster
 from skgpu.decomposition import PCA
 from skgpu.linear_model import RidgeCV
 
-rng = np.random.default_rng(0)
 n, p = 200_000, 30
-X = rng.standard_normal((n, p)) @ (np.eye(p) + 0.5 * rng.standard_normal((p, p)))
-y = X[:, :5].sum(axis=1) + rng.standard_normal(n)
+mixing = np.eye(p) + 0.5 * np.random.default_rng(0).standard_normal((p, p))
 
 with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                  dashboard_address=None) as cluster, Client(cluster):
-    Xd = da.from_array(X, chunks=(25_000, -1))  # 8 row chunks, all features in each
-    yd = da.from_array(y, chunks=25_000)
+                  dashboard_address=":0") as cluster, Client(cluster):
+    # the data are drawn on the workers, 8 row chunks with all features in each (a NumPy
+    # array wrapped by da.from_array would travel inside the task graph instead)
+    draws = da.random.default_rng(0)
+    Xd = draws.standard_normal((n, p), chunks=(25_000, -1)) @ mixing
+    yd = Xd[:, :5].sum(axis=1) + draws.standard_normal(n, chunks=25_000)
+    Xd, yd = Xd.persist(), yd.persist()
     pca = PCA(n_components=10).fit(Xd)
     ridge = RidgeCV(alphas=np.logspace(-2, 4, 13)).fit(Xd, yd)
     Z = pca.transform(Xd)  # lazy, chunked like Xd
     print(f"transform: {type(Z).__name__} with chunks {Z.chunks[0][:3]}...")
+    X, y = Xd.compute(), yd.compute()  # the same data in memory, for the comparison
 
 in_memory = PCA(n_components=10, svd_solver="covariance_eigh").fit(X)
 print(f"PCA: largest difference from the in-memory fit "
