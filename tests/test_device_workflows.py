@@ -30,7 +30,7 @@ import skgpu
 from skgpu.decomposition import PCA, TruncatedSVD
 from skgpu.gaussian_process import GaussianProcessRegressor
 from skgpu.linear_model import Ridge, RidgeCV
-from skgpu.utils._scoring import r2_score_where_the_data_is
+from skgpu.utils._scoring import r2_from_sums, r2_score_where_the_data_is
 
 from conftest import DEVICES
 from skgpu_testing import to_host
@@ -74,6 +74,16 @@ def test_r2_on_the_host_is_sklearns_and_exact(rng, dtype, n_outputs, weighted):
     assert type(ours) is float
     assert ours == float(r2_score(y, p, sample_weight=w))
     assert ours == pytest.approx(_exact_r2(y, p, w), rel=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_r2_from_sums_is_sklearns_rule():
+    """Constant targets predicted exactly (1), not exactly (0), and ordinary outputs."""
+    y = np.array([[1.0, 2.0, 4.0, 7.0], [1.0, 3.0, 4.0, 1.0], [1.0, 5.0, 4.0, 2.0]])
+    for p in (y.copy(), y + [[0.5, 0.0, 0.0, 1.0]], y + [[0.0, 1.0, 0.25, -1.0]],
+              y * 1.5):
+        num = ((y - p) ** 2).sum(axis=0)
+        den = ((y - y.mean(axis=0)) ** 2).sum(axis=0)
+        assert r2_from_sums(num, den) == pytest.approx(r2_score(y, p), rel=1e-14, abs=1e-15)
 
 
 # --- R² on the device ---------------------------------------------------------------------

@@ -3,8 +3,9 @@
 ``RegressorMixin.score`` calls ``r2_score``, which turns its input into NumPy arrays; CuPy
 refuses that, and CUDA torch tensors cannot do it, so a search over device data would
 record NaN for every fold. Here the sums R² is made of are taken on the device and only
-one number per output comes back to the host, where scikit-learn's own rule assembles them
-(constant targets, ``force_finite``). Anything the fast path does not cover (invalid
+one number per output comes back to the host, where they are assembled by scikit-learn's
+rule for ``r2_score(force_finite=True)`` (a constant target scores 1 if predicted exactly,
+else 0; outputs averaged uniformly). Anything the fast path does not cover (invalid
 shapes or values, an overflow) is handed to scikit-learn on the host, so errors and edge
 cases read exactly as scikit-learn's.
 """
@@ -15,7 +16,6 @@ import numpy as np
 from sklearn.metrics import r2_score
 
 from ..backends._arrays import is_cupy_array, is_device_array, to_cupy, to_numpy
-from ._sklearn_private import _assemble_fraction_of_explained_deviance
 
 
 def r2_score_where_the_data_is(y_true, y_pred, sample_weight=None):
@@ -30,10 +30,19 @@ def r2_score_where_the_data_is(y_true, y_pred, sample_weight=None):
     if parts is None:  # not the common case: scikit-learn's checks and arithmetic decide
         return float(r2_score(to_numpy(y_true), to_numpy(y_pred),
                               sample_weight=to_numpy(sample_weight)))
-    numerator, denominator = parts
-    return float(_assemble_fraction_of_explained_deviance(
-        numerator=numerator, denominator=denominator, n_outputs=numerator.shape[0],
-        multioutput="uniform_average", force_finite=True, xp=np, device=None))
+    return r2_from_sums(*parts)
+
+
+def r2_from_sums(numerator, denominator):
+    """R² averaged over outputs from each output's ``Σ w (y - ŷ)²`` and ``Σ w (y - ȳ)²``,
+    with scikit-learn's ``force_finite=True`` rule for constant targets."""
+    scores = np.ones(numerator.shape[0])
+    nonzero_numerator = numerator != 0
+    nonzero_denominator = denominator != 0
+    valid = nonzero_numerator & nonzero_denominator
+    scores[valid] = 1.0 - numerator[valid] / denominator[valid]
+    scores[nonzero_numerator & ~nonzero_denominator] = 0.0
+    return float(np.mean(scores))
 
 
 def _as_device_values(a):

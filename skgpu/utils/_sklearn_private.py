@@ -11,10 +11,6 @@ Everything else skgpu imports from scikit-learn is public API.
 # (``_parameter_constraints``, ``prefer_skip_nested_validation``); no public equivalent.
 from sklearn.base import _fit_context
 
-# score() of device data (skgpu/utils/_scoring.py): the sums of R² are taken on the GPU and
-# scikit-learn's own rule turns them into the score (constant targets, force_finite).
-from sklearn.metrics._regression import _assemble_fraction_of_explained_deviance
-
 # PCA(n_components='mle'): Minka's dimension estimate, scikit-learn's own implementation
 # (the same answer bit for bit).
 from sklearn.decomposition._pca import _infer_dimension
@@ -50,7 +46,7 @@ from sklearn.utils.validation import (
 )
 
 __all__ = [
-    "StrOptions", "_IdentityRegressor", "_assemble_fraction_of_explained_deviance", "_assert_all_finite", "_check_feature_names",
+    "StrOptions", "_IdentityRegressor", "_assert_all_finite", "_check_feature_names",
     "_check_n_features", "_check_sample_weight", "_check_y", "_fit_context",
     "_handle_zeros_in_scale", "_implicit_column_offset", "_infer_dimension",
     "_init_arpack_v0", "_raise_for_params", "_routing_enabled",
