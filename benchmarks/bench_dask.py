@@ -172,7 +172,7 @@ def cpu_case(n, p, n_chunks, workers, results):
         ref, t_mem = _time(lambda: fit_both(X, y), 2)
     # (one long fit, no warm-up: scikit-learn has no plans or handles to make)
     _, t_sk = timeit(lambda: (skd.PCA(16, svd_solver="covariance_eigh").fit(X),
-                              skl.RidgeCV(alphas=ALPHAS).fit(X, y)), 1, warmup=0)
+                              skl.RidgeCV(alphas=ALPHAS).fit(X, y)), 3)
     row = {"case": f"PCA + RidgeCV, X {n}x{p} float64, {n_chunks} chunks, LocalCluster of "
                    f"{workers} CPU workers", "in_memory_skgpu_cpu": t_mem,
            "sklearn_cpu": t_sk}

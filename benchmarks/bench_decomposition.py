@@ -54,13 +54,13 @@ def make_dense(n, p, seed=0):
 def bench_pca(n, p, k, repeats, results):
     X = make_dense(n, p)
     row = {"case": f"PCA fit, X {n}x{p} float32, n_components={k}"}
-    ref, t = timeit(lambda: skd.PCA(k, svd_solver="covariance_eigh").fit(X), max(1, repeats // 3))
+    ref, t = timeit(lambda: skd.PCA(k, svd_solver="covariance_eigh").fit(X), max(3, repeats // 3))
     row["sklearn_cpu_covariance_eigh"] = t
     ref_r, t = timeit(lambda: skd.PCA(k, svd_solver="randomized", random_state=0).fit(X),
-                      max(1, repeats // 3))
+                      max(3, repeats // 3))
     row["sklearn_cpu_randomized"] = t
     with skgpu.config_context(device="cpu"):
-        ours, t = timeit(lambda: PCA(k, svd_solver="covariance_eigh").fit(X), max(1, repeats // 3))
+        ours, t = timeit(lambda: PCA(k, svd_solver="covariance_eigh").fit(X), max(3, repeats // 3))
     row["skgpu_cpu_covariance_eigh"] = t
     row["check_cpu_components_rel_diff"] = components_diff(ours.components_, ref.components_)
     if GPU:
@@ -128,7 +128,7 @@ def bench_tsvd(n, p, nnz, k, repeats, results):
     vals = rng.uniform(0.1, 1.0, nnz).astype(np.float32)
     X = sp.csr_matrix((vals, (rows, cols)), shape=(n, p), dtype=np.float32)
     row = {"case": f"TruncatedSVD, CSR {n}x{p} nnz={X.nnz} float32, k={k}, n_iter=5"}
-    ref, t = timeit(lambda: skd.TruncatedSVD(k, n_iter=5, random_state=0).fit(X), 1, warmup=0)
+    ref, t = timeit(lambda: skd.TruncatedSVD(k, n_iter=5, random_state=0).fit(X), 3)
     row["sklearn_cpu_randomized"] = t
     if GPU:
         Xd = csp.csr_matrix(X)

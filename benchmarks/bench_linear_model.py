@@ -56,17 +56,17 @@ def cupy_qr_route(X, y, alphas):
     return alphas[best], Vt.T @ (MtY * inv[:, best])
 
 
-def bench_ridgecv(n, p, n_targets, n_alphas, repeats, results, sklearn_repeats=1):
+def bench_ridgecv(n, p, n_targets, n_alphas, repeats, results, sklearn_repeats=3):
     X, y = make_data(n, p, n_targets)
     alphas = np.logspace(-2, 4, n_alphas)
     per_target = n_targets > 1
     row = {"case": f"RidgeCV fit, X {n}x{p} float64, {n_alphas} alphas, "
                    f"{n_targets} target(s)" + (", alpha_per_target" if per_target else "")}
     params = dict(alphas=alphas, alpha_per_target=per_target)
-    ref, t = timeit(lambda: skl.RidgeCV(**params).fit(X, y), sklearn_repeats, warmup=0)
+    ref, t = timeit(lambda: skl.RidgeCV(**params).fit(X, y), sklearn_repeats)
     row["sklearn_cpu"] = t
     with skgpu.config_context(device="cpu"):
-        ours, t = timeit(lambda: RidgeCV(**params).fit(X, y), sklearn_repeats, warmup=0)
+        ours, t = timeit(lambda: RidgeCV(**params).fit(X, y), sklearn_repeats)
     row["skgpu_cpu"] = t
     row["check_cpu_alpha_equal"] = bool(np.all(np.asarray(ours.alpha_) == ref.alpha_))
     row["check_cpu_coef_rel_diff"] = rel_diff(ours.coef_, ref.coef_)

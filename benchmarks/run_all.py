@@ -46,6 +46,7 @@ class Suite:
     def __init__(self, quick):
         self.quick = quick
         self.rows = []
+        self.min_repeats = 2 if quick else 3
 
     def measure(self, estimator, operation, n, p, impl, func, repeats, reference=None,
                 compare=None, memory=False):
@@ -56,7 +57,9 @@ class Suite:
                 with PeakGPUMemory() as mem:
                     func()
                 row["peak_gpu_bytes"] = mem.bytes
-            out, t = timeit(func, repeats, warmup=1 if repeats > 1 else 0)
+            # every row alike: one warm-up, then at least MIN_REPEATS timed runs (the GPU
+            # rows ask for more: they are short and vary more from run to run)
+            out, t = timeit(func, max(repeats, self.min_repeats), warmup=1)
             row.update(t)
             if reference is not None and compare is not None:
                 row["rel_diff_vs_sklearn"] = float(compare(out, reference))
