@@ -1,0 +1,93 @@
+"""Zero-code-change mode: scikit-learn's own names for skgpu's five estimators resolve to
+skgpu's classes, so an unchanged scikit-learn script runs them.
+
+::
+
+    python -m skgpu.accel script.py [args]       # a script
+    python -m skgpu.accel -m package.module      # a module, as python -m runs it
+    %load_ext skgpu.accel                        # IPython / Jupyter
+    import skgpu.accel; skgpu.accel.install()    # from Python (uninstall() undoes it)
+
+``sklearn.decomposition.PCA`` and ``TruncatedSVD``, ``sklearn.linear_model.Ridge`` and
+``RidgeCV`` and ``sklearn.gaussian_process.GaussianProcessRegressor`` are replaced in those
+public modules, so ``from sklearn.decomposition import PCA`` after installing, and every
+Pipeline or search built from those names, gets skgpu's estimator. skgpu's classes subclass
+scikit-learn's and print the same ``repr``; hyper-parameters or inputs they do not run on
+the backend are handed to scikit-learn's implementation, with the reason logged at INFO on
+the ``skgpu`` logger. Names bound before installing (an ``import`` that already ran, or
+scikit-learn's private modules such as ``sklearn.decomposition._pca``) are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+logger = logging.getLogger("skgpu")
+
+#: scikit-learn's public module -> {name: (skgpu module, name)}.
+TARGETS = {
+    "sklearn.decomposition": {"PCA": ("skgpu.decomposition", "PCA"),
+                              "TruncatedSVD": ("skgpu.decomposition", "TruncatedSVD")},
+    "sklearn.linear_model": {"Ridge": ("skgpu.linear_model", "Ridge"),
+                             "RidgeCV": ("skgpu.linear_model", "RidgeCV")},
+    "sklearn.gaussian_process": {
+        "GaussianProcessRegressor": ("skgpu.gaussian_process", "GaussianProcessRegressor")},
+}
+
+#: (module, name) -> scikit-learn's own class, while installed.
+_originals: dict[tuple[str, str], Any] = {}
+
+
+def install() -> None:
+    """Make scikit-learn's names for the five estimators resolve to skgpu's (idempotent)."""
+    if _originals:
+        return
+    replaced = []
+    for module_name, names in TARGETS.items():
+        module = importlib.import_module(module_name)
+        for name, (ours_module, ours_name) in names.items():
+            ours = getattr(importlib.import_module(ours_module), ours_name)
+            _originals[(module_name, name)] = getattr(module, name)
+            setattr(module, name, ours)
+            replaced.append(f"{module_name}.{name}")
+    logger.info("skgpu.accel: %s now resolve to skgpu's estimators", ", ".join(replaced))
+
+
+def uninstall() -> None:
+    """Give scikit-learn its own classes back."""
+    for (module_name, name), original in _originals.items():
+        setattr(importlib.import_module(module_name), name, original)
+    _originals.clear()
+
+
+def is_installed() -> bool:
+    return bool(_originals)
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[None]:
+    """Install within a ``with`` block; undone at its end unless it was installed before."""
+    already = is_installed()
+    install()
+    try:
+        yield
+    finally:
+        if not already:
+            uninstall()
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext skgpu.accel``."""
+    install()
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext skgpu.accel``."""
+    uninstall()
+
+
+__all__ = ["TARGETS", "install", "installed", "is_installed", "uninstall"]

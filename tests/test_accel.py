@@ -1,0 +1,123 @@
+"""Zero-code-change mode (skgpu.accel): scikit-learn's names resolve to skgpu's estimators
+while installed, scripts and modules run unchanged under ``python -m skgpu.accel``, and
+scikit-learn gets its own classes back."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import sklearn.decomposition
+import sklearn.gaussian_process
+import sklearn.linear_model
+
+import skgpu.accel
+from skgpu.decomposition import PCA, TruncatedSVD
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.linear_model import Ridge, RidgeCV
+
+OURS = {("sklearn.decomposition", "PCA"): PCA,
+        ("sklearn.decomposition", "TruncatedSVD"): TruncatedSVD,
+        ("sklearn.linear_model", "Ridge"): Ridge,
+        ("sklearn.linear_model", "RidgeCV"): RidgeCV,
+        ("sklearn.gaussian_process", "GaussianProcessRegressor"): GaussianProcessRegressor}
+
+
+def _resolved():
+    return {key: getattr(sys.modules[key[0]], key[1]) for key in OURS}
+
+
+def test_install_and_uninstall():
+    before = _resolved()
+    assert all(before[key] is not ours for key, ours in OURS.items())
+    with skgpu.accel.installed():
+        assert skgpu.accel.is_installed()
+        assert _resolved() == OURS
+        from sklearn.decomposition import PCA as Imported  # noqa: N813
+
+        est = Imported(2)
+        assert type(est) is PCA and repr(est) == "PCA(n_components=2)"
+        assert isinstance(est, sklearn.decomposition.PCA)
+        skgpu.accel.install()  # idempotent
+    assert not skgpu.accel.is_installed()
+    assert _resolved() == before
+
+
+def test_a_search_built_from_sklearn_names_runs_skgpu(rng):
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+
+    X = rng.standard_normal((200, 12))
+    y = X[:, :3].sum(axis=1) + 0.1 * rng.standard_normal(200)
+
+    def search():
+        pipe = Pipeline([("pca", sklearn.decomposition.PCA()),
+                         ("ridge", sklearn.linear_model.RidgeCV())])
+        return GridSearchCV(pipe, {"pca__n_components": [2, 6, 12]}, cv=3).fit(X, y)
+
+    plain = search()
+    with skgpu.accel.installed():
+        accelerated = search()
+    assert type(accelerated.best_estimator_["pca"]) is PCA
+    assert type(plain.best_estimator_["pca"]) is not PCA
+    assert accelerated.best_params_ == plain.best_params_
+    np.testing.assert_allclose(accelerated.cv_results_["mean_test_score"],
+                               plain.cv_results_["mean_test_score"], rtol=1e-9)
+
+
+def test_an_option_skgpu_hands_to_sklearn_still_works(rng):
+    """Ridge(solver='sag') is scikit-learn's code inside skgpu's class: same answer."""
+    X = rng.standard_normal((100, 5))
+    y = X @ np.arange(1.0, 6.0)
+    plain = sklearn.linear_model.Ridge(solver="sag", random_state=0, tol=1e-10).fit(X, y)
+    with skgpu.accel.installed():
+        ours = sklearn.linear_model.Ridge(solver="sag", random_state=0, tol=1e-10).fit(X, y)
+    assert type(ours) is Ridge
+    np.testing.assert_allclose(ours.coef_, plain.coef_, rtol=1e-12)
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from sklearn.decomposition import PCA
+    import sklearn.linear_model as lm
+
+    X = np.random.default_rng(0).standard_normal((300, 8))
+    pca = PCA(3).fit(X)
+    print(type(pca).__module__, type(lm.RidgeCV()).__module__, sys.argv[1:])
+    print(" ".join(f"{v:.10f}" for v in pca.explained_variance_ratio_))
+""")
+
+
+def _run(args, cwd, extra_path=None):
+    env = {**os.environ}
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join([extra_path, env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.splitlines()
+
+
+def test_python_m_skgpu_accel_runs_a_script_and_a_module_unchanged(tmp_path):
+    (tmp_path / "user_script.py").write_text(SCRIPT)
+    plain = _run(["user_script.py", "a", "--b"], tmp_path)
+    accelerated = _run(["-m", "skgpu.accel", "user_script.py", "a", "--b"], tmp_path)
+    assert plain[0].startswith("sklearn.decomposition.")
+    assert accelerated[0].startswith("skgpu.decomposition._pca skgpu.linear_model._ridge")
+    assert plain[0].endswith("['a', '--b']") and accelerated[0].endswith("['a', '--b']")
+    # the same numbers as scikit-learn's, for NumPy in
+    np.testing.assert_allclose(np.array(accelerated[1].split(), dtype=float),
+                               np.array(plain[1].split(), dtype=float), rtol=1e-9)
+    as_module = _run(["-m", "skgpu.accel", "-m", "user_script", "c"], tmp_path,
+                     extra_path=str(tmp_path))
+    assert as_module == [accelerated[0].replace("['a', '--b']", "['c']"), accelerated[1]]
+
+
+def test_usage():
+    from skgpu.accel.__main__ import main
+
+    assert main(["--help"]) == 0
+    assert main([]) == 2
