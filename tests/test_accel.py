@@ -3,6 +3,7 @@ while installed, scripts and modules run unchanged under ``python -m skgpu.accel
 scikit-learn gets its own classes back."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -121,3 +122,38 @@ def test_usage():
 
     assert main(["--help"]) == 0
     assert main([]) == 2
+
+
+SKLEARN_TEST_MODULES = [
+    "sklearn.decomposition.tests.test_pca",
+    "sklearn.decomposition.tests.test_truncated_svd",
+    "sklearn.linear_model.tests.test_ridge",
+    "sklearn.gaussian_process.tests.test_gpr",
+]
+
+_UNDER_ACCEL = textwrap.dedent("""
+    import importlib, sys
+    import pytest
+    import skgpu.accel
+
+    skgpu.accel.install()
+    module = importlib.import_module(sys.argv[-1])
+    names = [n for n in ("PCA", "TruncatedSVD", "Ridge", "RidgeCV", "GaussianProcessRegressor")
+             if hasattr(module, n)]
+    assert names and all(getattr(module, n).__module__.startswith("skgpu.") for n in names)
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--pyargs", sys.argv[-1]]))
+""")
+
+
+@pytest.mark.parametrize("module", SKLEARN_TEST_MODULES)
+def test_sklearns_own_tests_pass_under_the_accelerator(module, tmp_path):
+    """scikit-learn's test file for the estimator, run with its names resolved to skgpu's
+    (on this machine's backend): every test passes that passes without the accelerator
+    (scikit-learn's own skips and xfails stay as they are)."""
+    pytest.importorskip(module)  # scikit-learn's wheels ship their tests
+    out = subprocess.run([sys.executable, "-c", _UNDER_ACCEL, module], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=280)
+    summary = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert re.search(r"\d+ passed", summary), summary
+    assert not re.search(r"\d+ (failed|errors?)\b", summary), summary
