@@ -19,6 +19,7 @@ from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._common import centre_columns, exact_constant_columns
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..backends._arrays import is_sparse as _is_sparse
+from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import (
     _fit_context,
@@ -165,7 +166,7 @@ def _fit_arpack(X, n_components, *, tol, random_state):
                           total_var=total_var, U=U)
 
 
-class PCA(_SkPCA):
+class PCA(SklearnConversionMixin, _SkPCA):
     """Principal component analysis (PCA) on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as :class:`sklearn.decomposition.PCA`
@@ -242,6 +243,9 @@ class PCA(_SkPCA):
     >>> print(pca.explained_variance_ratio_.round(4))
     [0.9924 0.0076]
     """
+
+    _skgpu_attributes = ("backend_", "_device_cache", "solver_")
+    _from_sklearn_aliases = (("solver_", "_fit_svd_solver"),)
 
     def _resolve_solver(self, X):
         solver = self.svd_solver

@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
+from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import _fit_context
 from ._pca import _arpack_svd, _flip_signs, _row_signs
@@ -65,7 +66,7 @@ def _fit_randomized(ops, X, k, *, n_iter, n_oversamples, normalizer, random_stat
     return ops.to_host(Vt), ops.to_host(S), Xt, explained, _column_variance_sum(ops, X)
 
 
-class TruncatedSVD(_SkTruncatedSVD):
+class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
     """Dimensionality reduction by truncated SVD on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as :class:`sklearn.decomposition.TruncatedSVD`.

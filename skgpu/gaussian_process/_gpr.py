@@ -19,6 +19,7 @@ from sklearn.utils import check_random_state
 from .._typing import ArrayLike, MatrixLike, RandomStateLike
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
+from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, progress_logging
 from ..utils._scoring import r2_score_where_the_data_is
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
@@ -168,7 +169,7 @@ class _FitResult:
     n_evaluations: int = 0
 
 
-class GaussianProcessRegressor(_SkGPR):
+class GaussianProcessRegressor(SklearnConversionMixin, _SkGPR):
     """Gaussian process regression on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as
@@ -268,6 +269,9 @@ class GaussianProcessRegressor(_SkGPR):
     >>> print(np.round(mean, 3), np.round(std, 3))
     [0.517] [0.076]
     """
+
+    _skgpu_attributes = ("backend_", "_device_cache", "cholesky_", "_fit_alpha",
+                         "_n_lml_evaluations")
 
     _parameter_constraints: dict = {
         **_SkGPR._parameter_constraints,

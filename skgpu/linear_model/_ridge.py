@@ -30,9 +30,10 @@ from .._typing import ArrayLike, MatrixLike
 from ..backends import get_backend, run_with_fallback
 from ..backends._common import centre_columns
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
-from ..utils._scoring import r2_score_where_the_data_is
 from ..backends._arrays import is_sparse as _is_sparse
+from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
+from ..utils._scoring import r2_score_where_the_data_is
 from ..utils._sklearn_private import (
     _check_sample_weight,
     _fit_context,
@@ -493,7 +494,7 @@ def _host(a):
     return to_numpy(a) if is_device_array(a) else a
 
 
-class Ridge(_DevicePredictMixin, _SkRidge):
+class Ridge(SklearnConversionMixin, _DevicePredictMixin, _SkRidge):
     """Linear least squares with l2 regularisation on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as :class:`sklearn.linear_model.Ridge`.
@@ -855,7 +856,7 @@ def _select_alphas(alphas, scores, per_target, n_targets):
     return best_alpha, best_score, chosen
 
 
-class RidgeCV(_DevicePredictMixin, _SkRidgeCV):
+class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
     """Ridge regression with built-in cross-validation, on the GPU; a drop-in for
     scikit-learn's :class:`~sklearn.linear_model.RidgeCV`.
 

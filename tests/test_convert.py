@@ -1,0 +1,101 @@
+"""as_sklearn() and from_sklearn(): skgpu's fitted estimators to scikit-learn's own classes
+and back, with equal fitted attributes and equal predictions (issue 22)."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn import decomposition as skd
+from sklearn import gaussian_process as skg
+from sklearn import linear_model as skl
+
+import skgpu
+import skgpu.accel
+from skgpu.decomposition import PCA, TruncatedSVD
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process.kernels import Wendland
+from skgpu.linear_model import Ridge, RidgeCV
+
+CASES = [
+    (PCA, skd.PCA, dict(n_components=3, whiten=True), "transform"),
+    (TruncatedSVD, skd.TruncatedSVD, dict(n_components=3, random_state=0), "transform"),
+    (Ridge, skl.Ridge, dict(alpha=2.0), "predict"),
+    (RidgeCV, skl.RidgeCV, dict(alphas=[0.1, 1.0, 10.0]), "predict"),
+    (GaussianProcessRegressor, skg.GaussianProcessRegressor, dict(alpha=1e-2), "predict"),
+]
+IDS = [c[0].__name__ for c in CASES]
+
+
+def _data(rng):
+    X = rng.standard_normal((60, 5)) + 1.0
+    return X, X @ rng.standard_normal(5) + 0.1 * rng.standard_normal(60)
+
+
+def _fit(est, X, y):
+    return est.fit(X) if hasattr(est, "transform") else est.fit(X, y)
+
+
+def _assert_same_attributes(a, b, names):
+    for name in names:
+        va, vb = getattr(a, name), getattr(b, name)
+        if isinstance(vb, np.ndarray):
+            np.testing.assert_array_equal(va, vb, err_msg=name)
+        elif name != "kernel_":
+            assert va == vb, name
+
+
+@pytest.mark.parametrize("ours_cls,theirs_cls,params,method", CASES, ids=IDS)
+def test_as_sklearn(rng, ours_cls, theirs_cls, params, method):
+    X, y = _data(rng)
+    with skgpu.config_context(device="cpu"):
+        ours = _fit(ours_cls(**params), X, y)
+    theirs = ours.as_sklearn()
+    assert type(theirs) is theirs_cls
+    assert theirs.get_params() == {k: v for k, v in ours.get_params().items()
+                                   if k in theirs.get_params()}
+    assert not hasattr(theirs, "backend_") and not hasattr(theirs, "_device_cache")
+    _assert_same_attributes(theirs, ours, [k for k in vars(theirs) if k.endswith("_")])
+    np.testing.assert_allclose(getattr(theirs, method)(X), getattr(ours, method)(X),
+                               rtol=1e-10, atol=1e-12)
+    # scikit-learn's object pickles without skgpu's classes in it
+    assert b"skgpu" not in pickle.dumps(theirs)
+
+
+@pytest.mark.parametrize("ours_cls,theirs_cls,params,method", CASES, ids=IDS)
+def test_from_sklearn(rng, ours_cls, theirs_cls, params, method):
+    X, y = _data(rng)
+    theirs = _fit(theirs_cls(**params), X, y)
+    ours = ours_cls.from_sklearn(theirs)
+    assert type(ours) is ours_cls and ours.backend_ == "cpu"
+    _assert_same_attributes(ours, theirs, [k for k in vars(theirs) if k.endswith("_")])
+    with skgpu.config_context(device="cpu"):
+        np.testing.assert_allclose(getattr(ours, method)(X), getattr(theirs, method)(X),
+                                   rtol=1e-10, atol=1e-12)
+    # and under the accelerator, where scikit-learn's names are skgpu's classes
+    with skgpu.accel.installed():
+        assert type(ours_cls.from_sklearn(theirs)) is ours_cls
+
+
+def test_pca_solver_is_carried_over(rng):
+    X, _ = _data(rng)
+    theirs = skd.PCA(2, svd_solver="full").fit(X)
+    assert PCA.from_sklearn(theirs).solver_ == "full"
+
+
+def test_bad_conversions(rng):
+    X, y = _data(rng)
+    with pytest.raises(TypeError, match="from_sklearn takes a fitted sklearn.decomposition.PCA"):
+        PCA.from_sklearn(skd.TruncatedSVD(2).fit(X))
+    with pytest.raises(TypeError, match="from_sklearn takes a fitted"):
+        PCA.from_sklearn(PCA(2).fit(X))
+    with pytest.raises(Exception, match="not fitted"):
+        PCA.from_sklearn(skd.PCA(2))
+    with pytest.raises(Exception, match="not fitted"):
+        Ridge().as_sklearn()
+    Xs = rng.uniform(0, 1, (80, 2))
+    with skgpu.config_context(device="cpu"):
+        sparse_fit = GaussianProcessRegressor(Wendland(0.3), optimizer=None, alpha=1e-2).fit(
+            Xs, np.sin(4 * Xs[:, 0]))
+    assert sparse_fit.cholesky_ == "sparse"
+    with pytest.raises(ValueError, match="sparse path"):
+        sparse_fit.as_sklearn()
