@@ -571,15 +571,30 @@ class PCA(SklearnConversionMixin, _SkPCA):
         out = self._score_samples_on_device(X)
         return convert_output(out, spec)
 
+    def _likelihood_terms(self, ops, X_dtype):
+        """``(dtype, precision, mean, constant)`` of the log-likelihood on ``ops``: the
+        precision is computed on the host once per fit (as scikit-learn's), and it and the
+        mean are sent to each backend once per dtype (a search scores every fold)."""
+        cache = self.__dict__.setdefault("_device_cache", {})
+        if "precision" not in cache:
+            precision = self.get_precision()
+            cache["precision"] = (precision, 0.5 * (
+                precision.shape[0] * math.log(2.0 * math.pi) - fast_logdet(precision)))
+        precision, constant = cache["precision"]
+        dtype = np.result_type(X_dtype, precision.dtype)
+        key = ("likelihood", ops.name, dtype.str)
+        if key not in cache:
+            cache[key] = (ops.asarray(precision, dtype=dtype),
+                          ops.asarray(self.mean_, dtype=dtype))
+        return (dtype, *cache[key], constant)
+
     def _score_samples_on_device(self, X):
         X = validate_data(self, X, reset=False)
-        precision = self.get_precision()  # n_features², on the host as scikit-learn's
-        dtype = np.result_type(X.dtype, precision.dtype)
-        constant = 0.5 * (X.shape[1] * math.log(2.0 * math.pi) - fast_logdet(precision))
 
         def work(ops):
-            Xr = ops.asarray(X, dtype=dtype) - ops.asarray(self.mean_, dtype=dtype)
-            M = ops.matmul(Xr, ops.asarray(precision, dtype=dtype))
+            dtype, precision, mean, constant = self._likelihood_terms(ops, X.dtype)
+            Xr = ops.asarray(X, dtype=dtype) - mean
+            M = ops.matmul(Xr, precision)
             ll = ops.xp.sum(Xr * M, axis=1)
             ll *= -0.5
             ll -= constant

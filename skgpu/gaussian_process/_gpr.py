@@ -21,7 +21,7 @@ from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, progress_logging
-from ..utils._scoring import r2_score_where_the_data_is
+from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, unsupported_reason
@@ -169,7 +169,7 @@ class _FitResult:
     n_evaluations: int = 0
 
 
-class GaussianProcessRegressor(SklearnConversionMixin, _SkGPR):
+class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkGPR):
     """Gaussian process regression on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as
@@ -654,24 +654,6 @@ class GaussianProcessRegressor(SklearnConversionMixin, _SkGPR):
                 var = np.squeeze(var, axis=1)
             return convert_output(mean, spec), convert_output(np.sqrt(var), spec)
         return convert_output(mean, spec)
-
-    def score(self, X: MatrixLike, y: ArrayLike,
-              sample_weight: ArrayLike | None = None) -> float:
-        """Coefficient of determination R² of the predictive mean, as scikit-learn's.
-
-        On device data (CuPy, CUDA torch) it is computed on the device.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features) or list of object
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        score : float
-        """
-        return r2_score_where_the_data_is(y, self.predict(X), sample_weight)
 
     def sample_y(self, X: MatrixLike, n_samples: int = 1,
                  random_state: RandomStateLike = 0) -> MatrixLike:

@@ -33,7 +33,7 @@ from ..backends._arrays import container_of, convert_output, is_device_array, to
 from ..backends._arrays import is_sparse as _is_sparse
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
-from ..utils._scoring import r2_score_where_the_data_is
+from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import (
     _check_sample_weight,
     _fit_context,
@@ -409,7 +409,7 @@ def _factorisation_flops(X):
     return float(n) * p * min(n, p)
 
 
-class _DevicePredictMixin:
+class _DevicePredictMixin(RegressorScoreMixin):
     """``predict`` as one matmul with the intercept in the BIAS epilog, output following
     the input's container; device copies of the weights are cached per backend."""
 
@@ -463,25 +463,6 @@ class _DevicePredictMixin:
         out, _ = run_with_fallback(work, operations=("matmul",), X=X,
                                    what=f"{type(self).__name__}.predict")
         return convert_output(out, spec)
-
-    def score(self, X: MatrixLike, y: ArrayLike,
-              sample_weight: ArrayLike | None = None) -> float:
-        """Coefficient of determination R² of the prediction, as scikit-learn's.
-
-        On device data (CuPy, CUDA torch) it is computed on the device.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        score : float
-            R² of ``self.predict(X)`` against ``y``, averaged over targets.
-        """
-        return r2_score_where_the_data_is(y, self.predict(X), sample_weight)
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -12,9 +12,13 @@ cases read exactly as scikit-learn's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from sklearn.metrics import r2_score
 
+from .._typing import ArrayLike, MatrixLike
 from ..backends._arrays import is_cupy_array, is_device_array, to_cupy, to_numpy
 
 
@@ -43,6 +47,32 @@ def r2_from_sums(numerator, denominator):
     scores[valid] = 1.0 - numerator[valid] / denominator[valid]
     scores[nonzero_numerator & ~nonzero_denominator] = 0.0
     return float(np.mean(scores))
+
+
+class RegressorScoreMixin:
+    """``score`` of a regressor: scikit-learn's R² of ``predict``, on the device for device
+    data (for Ridge, RidgeCV and GaussianProcessRegressor)."""
+
+    predict: Callable[..., Any]  # the estimator's (annotation only)
+
+    def score(self, X: MatrixLike, y: ArrayLike,
+              sample_weight: ArrayLike | None = None) -> float:
+        """Coefficient of determination R² of the prediction, as scikit-learn's.
+
+        On device data (CuPy, CUDA torch) it is computed on the device.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+            R² of ``self.predict(X)`` against ``y``, averaged over targets.
+        """
+        return r2_score_where_the_data_is(y, self.predict(X), sample_weight)
 
 
 def _as_device_values(a):
@@ -81,15 +111,14 @@ def _r2_parts_on_device(y_true, y_pred, sample_weight):
         if w is None or w.shape != (n,):
             return None
         w = w.astype(cp.float64, copy=False)
-        total = float(w.sum())
-        if total == 0.0 or not np.isfinite(total):  # includes all zeros: scikit-learn's error
-            return None
         W = w[:, None]
-        mean = (W * y).sum(axis=0) / total
+        # a zero or NaN total weight makes the mean, and so the sums, NaN: handed over below
+        mean = (W * y).sum(axis=0) / w.sum()
         numerator = (W * (y - p) ** 2).sum(axis=0)
         denominator = (W * (y - mean) ** 2).sum(axis=0)
     parts = cp.stack([numerator, denominator]).get()
-    # NaN or infinity anywhere in the input reaches these sums; so does an overflow
+    # the one transfer; NaN or infinity anywhere in the input (weights included) reaches
+    # these sums, and so does an overflow
     if not np.isfinite(parts).all():
         return None
     return parts[0], parts[1]
