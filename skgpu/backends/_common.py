@@ -29,24 +29,55 @@ def centre_columns(ops, X, sample_weight=None):
     return centred, shift + offset
 
 
+#: Rows of the first comparison of candidate constant columns, and of each later one
+#: (which bounds the temporary mask).
+_CONSTANT_HEAD_ROWS = 1 << 10
+_CONSTANT_BLOCK_ROWS = 1 << 15
+
+
 def exact_constant_columns(X, mean, C, n_samples):
     """Make the covariance ``C`` (and ``mean``) exact for X's constant columns, in place.
 
-    ``C`` from the one-pass ``XᵀX - n x̄x̄ᵀ`` leaves rounding residues (~n·eps·x̄²) where
-    a column is constant. Columns whose variance is at that level are candidates; each
-    is compared with its first entry (a strided pass over that column only), and a
-    constant one gets its exact mean and a zero row and column in C. A column with a
-    tiny but real spread is left as the formula computed it.
+    ``C`` (the centred Gram matrix, not yet divided by ``n - 1``) from the one-pass
+    ``XᵀX - n x̄x̄ᵀ`` leaves rounding residues where a column is constant, of at most
+    ~n²·eps·x̄² for a plain running sum (BLAS blocks the sum; the bound is loose).
+    Columns whose diagonal entry is below that bound are candidates. They are compared
+    with their first entry, all candidates at once: first on a head of rows (a contiguous
+    read that rejects almost every column with a real spread), then the survivors over
+    all rows, in row blocks. A constant column gets its exact mean and a zero row and
+    column in C. A column with a tiny but real spread is left as the formula computed it.
+    ``X`` is NumPy or CuPy (one device synchronisation per step); ``mean`` is on the host.
     """
     diag = C.diagonal()
     d = diag.get() if hasattr(diag, "get") else np.asarray(diag)
-    m = mean.get() if hasattr(mean, "get") else np.asarray(mean)
-    eps = np.finfo(np.dtype(C.dtype)).eps
-    tol = 64.0 * eps * max(n_samples, 1) * (m.astype(np.float64) ** 2 + np.abs(d))
-    for j in np.flatnonzero(np.abs(d) <= tol):
-        column = X[:, j]
-        first = column[0]
-        if bool((column == first).all()):
-            C[j, :] = 0
-            C[:, j] = 0
-            mean[j] = first
+    m = np.asarray(mean.get() if hasattr(mean, "get") else mean, dtype=np.float64)
+    n = max(int(n_samples), 1)
+    eps = float(np.finfo(np.dtype(C.dtype)).eps)
+    tol = eps * n * max(n, 64) * m**2
+    candidates = np.flatnonzero(np.abs(d) <= tol)
+    if candidates.size == 0 or X.shape[0] == 0:
+        return
+    on_device = hasattr(X, "get")
+    if on_device:
+        import cupy as xp
+    else:
+        xp = np
+    first = X[0][xp.asarray(candidates)]
+    edges = [0, *range(_CONSTANT_HEAD_ROWS, X.shape[0], _CONSTANT_BLOCK_ROWS), X.shape[0]]
+    for start, stop in zip(edges[:-1], edges[1:]):
+        block = X[start:stop][:, xp.asarray(candidates)]
+        same = (block == first[None, :]).all(axis=0)
+        same = same.get() if on_device else np.asarray(same)
+        candidates, first = candidates[same], first[xp.asarray(same)]
+        if candidates.size == 0:
+            return
+    index = xp.asarray(candidates) if hasattr(C, "get") else candidates
+    C[index, :] = 0
+    C[:, index] = 0
+    first = first.get() if on_device else first
+    if hasattr(mean, "get"):
+        import cupy
+
+        mean[cupy.asarray(candidates)] = cupy.asarray(first)
+    else:
+        mean[candidates] = first
