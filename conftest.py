@@ -1,6 +1,6 @@
-# Doctests run over skgpu/ too; the GPU backend module imports CuPy at import time.
+# Doctests run over skgpu/ too; the GPU backend package imports CuPy at import time.
 try:
     import cupy  # noqa: F401
     import nvmath  # noqa: F401
 except Exception:
-    collect_ignore = ["skgpu/backends/_gpu.py"]
+    collect_ignore = ["skgpu/backends/gpu"]

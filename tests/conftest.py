@@ -56,7 +56,8 @@ def no_gpu_stack(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     for mod in list(sys.modules):
-        if mod.split(".")[0] in ("cupy", "cupyx", "nvmath") or mod == "skgpu.backends._gpu":
+        if mod.split(".")[0] in ("cupy", "cupyx", "nvmath") or (
+                mod == "skgpu.backends.gpu" or mod.startswith("skgpu.backends.gpu.")):
             monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setattr(builtins, "__import__", fake_import)
     backends.gpu_status.cache_clear()

@@ -309,10 +309,10 @@ def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route, dtype):
     if route == "blocked":
         if not ops.is_gpu:
             pytest.skip("the blocked inverse is the GPU's replacement for potri")
-        from skgpu.backends import _gpu
+        from skgpu.backends.gpu import cublas, cusolver
 
-        monkeypatch.setattr(_gpu, "_BLOCKED_INVERSE_MIN", 10)
-        monkeypatch.setattr(_gpu, "_INVERSE_BLOCK", 7)  # several levels, uneven halves
+        monkeypatch.setattr(cusolver, "BLOCKED_INVERSE_MIN", 10)
+        monkeypatch.setattr(cublas, "INVERSE_BLOCK", 7)  # several levels, uneven halves
     n = 61
     A = make_spd(rng, n, dtype)
     B = rng.standard_normal((n, n))
@@ -402,18 +402,19 @@ def test_cholesky_qr_on_long_float32_needs_no_householder(rng, monkeypatch, dtyp
     float64, without falling back to Householder QR; the basis spans Y."""
     import cupy as cp
 
-    from skgpu.backends import _gpu, get_backend
+    from skgpu.backends import get_backend
+    from skgpu.backends.gpu import cusolver, tsqr
 
     def no_householder(*args, **kwargs):
         raise AssertionError("fell back to Householder QR")
 
-    monkeypatch.setattr(_gpu, "_householder_qr", no_householder)
+    monkeypatch.setattr(cusolver, "householder_qr", no_householder)
     m, n = 200_000, 20
     U = np.linalg.qr(rng.standard_normal((m, n)))[0]
     W = np.linalg.qr(rng.standard_normal((n, n)))[0]
     Y = ((U * np.geomspace(1, 1 / cond, n)) @ W.T).astype(dtype)
     ops = get_backend("gpu")
-    Q = ops._orthonormalize(cp.asarray(Y))
+    Q = tsqr.orthonormalize(ops, cp.asarray(Y))
     assert Q.dtype == dtype
     Qh = to_host(Q).astype(np.float64)
     t = 1e-5 if dtype == np.float32 else 1e-12
@@ -421,7 +422,7 @@ def test_cholesky_qr_on_long_float32_needs_no_householder(rng, monkeypatch, dtyp
     # the same span: projecting Y on Q leaves it unchanged
     Y64 = Y.astype(np.float64)
     assert np.linalg.norm(Y64 - Qh @ (Qh.T @ Y64)) <= 100 * t * np.linalg.norm(Y64)
-    Q1 = ops._rescale_basis(cp.asarray(Y))
+    Q1 = tsqr.rescale_basis(ops, cp.asarray(Y))
     assert np.linalg.cond(to_host(Q1).astype(np.float64)) < 10
 
 

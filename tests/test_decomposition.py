@@ -169,7 +169,8 @@ def test_numpy_x_streamed_to_the_gpu(rng, monkeypatch, dtype, rows_per_chunk, pi
     values anywhere still raise scikit-learn's error."""
     import cupyx
 
-    from skgpu.backends import _gpu, get_backend
+    from skgpu.backends import get_backend
+    from skgpu.backends.gpu import staging
 
     if not pinned:
         def no_pinned(*args, **kwargs):
@@ -179,8 +180,8 @@ def test_numpy_x_streamed_to_the_gpu(rng, monkeypatch, dtype, rows_per_chunk, pi
 
     n, p = 301, 12
     X = (make_data(rng, n, p, np.float64) + 1e3 * rng.standard_normal(p)).astype(dtype)
-    monkeypatch.setattr(_gpu, "_STREAM_MIN_BYTES", 0)
-    monkeypatch.setattr(_gpu, "_STREAM_CHUNK_BYTES", rows_per_chunk * p * X.itemsize)
+    monkeypatch.setattr(staging, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(staging, "STREAM_CHUNK_BYTES", rows_per_chunk * p * X.itemsize)
     mean, G = get_backend("gpu").centred_gram(X)
     assert mean.dtype == dtype and G.dtype == dtype
     X64 = X.astype(np.float64)
@@ -319,9 +320,9 @@ def test_randomized_device_draws(rng, monkeypatch, dtype, fmt, seed):
     """A test matrix drawn on the device (any size, here): reproducible for a given
     random_state, and equal to scikit-learn's result where both have converged (a clear
     gap after the 4th singular value)."""
-    from skgpu.backends import _gpu
+    from skgpu.backends.gpu import backend
 
-    monkeypatch.setattr(_gpu, "_DEVICE_DRAW_MIN", 0)
+    monkeypatch.setattr(backend, "DEVICE_DRAW_MIN", 0)
     n, p = 400, 90
     U = np.linalg.qr(rng.standard_normal((n, 4)))[0]
     V = np.linalg.qr(rng.standard_normal((p, 4)))[0]

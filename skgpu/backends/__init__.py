@@ -89,9 +89,9 @@ def gpu_status() -> tuple[bool, str]:
     if count < 1:
         return False, "no CUDA device is present"
     try:
-        from . import _gpu
+        from . import gpu
 
-        _gpu._solver_handle()
+        gpu.solver_handle()
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     except Exception as exc:
@@ -132,7 +132,7 @@ def get_backend(name: str) -> Any:
     if name == "cpu":
         return _CPU
     if name == "gpu":
-        from ._gpu import GPUBackend
+        from .gpu import GPUBackend
 
         return _gpu_backend(GPUBackend)
     raise ValueError(f"backend must be 'cpu' or 'gpu', got {name!r}")
@@ -153,7 +153,7 @@ def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
         None takes the value of :func:`skgpu.get_config`.
     operations : iterable of str, default=()
         Backend operations the work needs (see ``OPERATIONS``).
-    X : array-like, default=None
+    X : array-like or :class:`~skgpu.utils.validation.Input`, default=None
         The input; only used to explain decisions (a GPU array on the CPU is copied).
 
     Raises
@@ -166,7 +166,8 @@ def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
         raise ValueError(f"device must be 'auto', 'gpu' or 'cpu', got {device!r}")
     if device == "cpu":
         reason = "device='cpu' was requested"
-        if X is not None and is_device_array(X):
+        on_device = getattr(X, "on_device", None)  # an Input knows; an array is asked
+        if X is not None and (is_device_array(X) if on_device is None else on_device):
             reason += "; the GPU input is copied to the host"
         return _CPU, reason
     why_not = gpu_unsupported_reason(operations)
@@ -181,7 +182,7 @@ def is_out_of_memory(exc):
     if isinstance(exc, MemoryError):
         return True
     try:
-        from ._gpu import is_out_of_memory as gpu_oom
+        from .gpu import is_out_of_memory as gpu_oom
     except Exception:
         return False
     return gpu_oom(exc)

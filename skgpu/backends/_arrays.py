@@ -46,6 +46,11 @@ def is_cupy_sparse(X):
     return _kind(X) == "cupy-sparse"
 
 
+def is_dask_array(X):
+    """True for a dask array (checked by its type's module: dask is never imported here)."""
+    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "chunks")
+
+
 def is_torch_tensor(X):
     return _kind(X) == "torch"
 
@@ -72,6 +77,15 @@ class ContainerSpec:
 
     kind: str
     torch_device: Any = None
+
+    @property
+    def sparse(self) -> bool:
+        return self.kind in ("scipy-sparse", "cupy-sparse")
+
+    @property
+    def on_device(self) -> bool:
+        return self.kind in ("cupy", "cupy-sparse") or (
+            self.kind == "torch" and self.torch_device.type == "cuda")
 
 
 def container_of(X):

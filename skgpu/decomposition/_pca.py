@@ -17,8 +17,7 @@ from .._config import get_config
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._common import centre_columns, exact_constant_columns
-from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
-from ..backends._arrays import is_sparse as _is_sparse
+from ..backends._arrays import container_of, convert_output, is_dask_array, to_numpy
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import (
@@ -29,8 +28,9 @@ from ..utils._sklearn_private import (
 )
 from ..utils.validation import (
     assert_all_finite,
+    check_row_chunked,
     checked_product,
-    validate_data,
+    prepare,
     validate_inverse_input,
 )
 
@@ -71,23 +71,24 @@ def _flip_signs(ops, U, Vt):
     return U, Vt
 
 
-def _fit_covariance_eigh(ops, X, estimator=None):
+def _fit_covariance_eigh(ops, inp, estimator):
     """Eigendecomposition of the covariance (the backend's ``centred_gram``: the mean
     folded into the Gram matrix, and a NumPy X streamed to the GPU in chunks).
 
-    With ``estimator`` given, X was validated without its NaN/infinity check: a NaN or
-    infinity anywhere in X reaches the mean, so that check is done here, on the mean,
-    and raises scikit-learn's error for X before anything is fitted. (The CPU backend
-    checks X first: the pass is cheap there, and NumPy would warn on the arithmetic.)
+    An input validated without its NaN/infinity check (``inp.finite`` False) is checked
+    here, on the mean: a NaN or infinity anywhere in X reaches it, and scikit-learn's
+    error for X is raised before anything is fitted. (The CPU backend checks X first:
+    the pass is cheap there, and NumPy would warn on the arithmetic.)
     """
+    X = inp.data
     n_samples = X.shape[0]
-    if estimator is not None and not ops.is_gpu:
+    if not inp.finite and not ops.is_gpu:
         assert_all_finite(X, estimator)
     mean, C = ops.centred_gram(X)
     mean = ops.to_host(mean)
-    if estimator is not None and not np.all(np.isfinite(mean)):
+    if not inp.finite and not np.all(np.isfinite(mean)):
         assert_all_finite(X, estimator)
-    if not _is_sparse(X):
+    if not inp.sparse:
         exact_constant_columns(X, mean, C, n_samples)
     C /= n_samples - 1
     return _from_covariance(ops, C, mean, n_samples)
@@ -146,13 +147,11 @@ def _arpack_svd(A, n_components, *, tol, random_state):
     return U, S[::-1].copy(), Vt
 
 
-def _fit_arpack(X, n_components, *, tol, random_state):
+def _fit_arpack(inp, n_components, *, tol, random_state):
     """ARPACK on the host, sparse X centred implicitly (no dense copy)."""
-    import scipy.sparse as sp
-
-    X = to_numpy(X)
+    X = to_numpy(inp.data)
     n_samples = X.shape[0]
-    if sp.issparse(X):
+    if inp.sparse:
         mean, var = mean_variance_axis(X, axis=0)
         total_var = float(var.sum() * n_samples / (n_samples - 1))
         Xc = _implicit_column_offset(X, mean)
@@ -247,22 +246,22 @@ class PCA(SklearnConversionMixin, _SkPCA):
     _skgpu_attributes = ("backend_", "_device_cache", "solver_")
     _from_sklearn_aliases = (("solver_", "_fit_svd_solver"),)
 
-    def _resolve_solver(self, X):
+    def _resolve_solver(self, inp):
         solver = self.svd_solver
-        n_samples, n_features = X.shape
+        n_samples, n_features = inp.shape
         if self.n_components is None:
-            n_components = min(X.shape) - (1 if solver == "arpack" or (
-                solver == "auto" and _is_sparse(X)) else 0)
+            n_components = min(inp.shape) - (1 if solver == "arpack" or (
+                solver == "auto" and inp.sparse) else 0)
         else:
             n_components = self.n_components
         if solver == "auto":
-            if _is_sparse(X):
+            if inp.sparse:
                 solver = "arpack"
             elif n_features <= 1_000 and n_samples >= 10 * n_features:
                 solver = "covariance_eigh"
-            elif max(X.shape) <= 500 or n_components == "mle":
+            elif max(inp.shape) <= 500 or n_components == "mle":
                 solver = "full"
-            elif 1 <= n_components < 0.8 * min(X.shape):
+            elif 1 <= n_components < 0.8 * min(inp.shape):
                 solver = "randomized"
             else:
                 solver = "full"
@@ -300,8 +299,8 @@ class PCA(SklearnConversionMixin, _SkPCA):
             )
 
     def _fit_dask(self, X):
-        """Covariance from per-chunk Gram blocks and sums on the workers (skgpu._dask)."""
-        from .._dask import check_row_chunked, pca_covariance, pca_randomized
+        """Covariance from per-chunk Gram blocks and sums on the workers (skgpu.dask)."""
+        from ..dask import pca_covariance, pca_randomized
 
         check_row_chunked(X)
         solver = "covariance_eigh" if self.svd_solver == "auto" else self.svd_solver
@@ -335,12 +334,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
         self._fit_svd_solver = self.solver_ = solver
         return result, X, cpu
 
-    def _fit(self, X):
-        from .._dask import is_dask_array
-
-        if is_dask_array(X):
-            return self._fit_dask(X)
-        if _is_sparse(X) and self.svd_solver not in ("auto", "arpack", "covariance_eigh"):
+    def _fit(self, X, spec):
+        """Fit in-memory X, classified by the caller as ``spec``: returns the solver's
+        result, the :class:`~skgpu.utils.validation.Input` made of X (marked finite once
+        checked) and the backend."""
+        if spec.sparse and self.svd_solver not in ("auto", "arpack", "covariance_eigh"):
             raise TypeError(
                 'PCA only support sparse inputs with the "arpack" and'
                 f' "covariance_eigh" solvers, while "{self.svd_solver}" was passed. See'
@@ -349,13 +347,13 @@ class PCA(SklearnConversionMixin, _SkPCA):
         # Dense X: the NaN/infinity check is left to the solver ('covariance_eigh' gets
         # it from the mean it computes anyway; a pass over a large X costs more than the
         # fit on the GPU) or done below for the others.
-        deferred = not _is_sparse(X)
-        X = validate_data(self, X, accept_sparse=("csr", "csc"),
-                          ensure_all_finite=not deferred)
-        n_samples, n_features = X.shape
-        solver, n_components = self._resolve_solver(X)
-        if deferred and solver != "covariance_eigh":
-            assert_all_finite(X, self)
+        inp = prepare(self, X, spec=spec, accept_sparse=("csr", "csc"),
+                      ensure_all_finite=spec.sparse)
+        n_samples, n_features = inp.shape
+        solver, n_components = self._resolve_solver(inp)
+        if solver != "covariance_eigh":
+            inp = inp.checked_finite(self)
+        X = inp.data
         self._check_n_components(solver, n_components, n_samples, n_features)
         if solver == "covariance_eigh" and n_samples < 2:
             # scikit-learn returns NaN attributes here; a NaN matrix makes cuSOLVER's
@@ -368,9 +366,10 @@ class PCA(SklearnConversionMixin, _SkPCA):
 
         if solver == "arpack":
             def work(ops):
-                return _fit_arpack(X, n_components, tol=self.tol, random_state=random_state)
+                return _fit_arpack(inp, n_components, tol=self.tol,
+                                   random_state=random_state)
 
-            result, backend = run_with_fallback(work, device="cpu", X=X,
+            result, backend = run_with_fallback(work, device="cpu", X=inp,
                                                 what="PCA.fit (arpack runs on the CPU)")
         else:
             operations = {"covariance_eigh": ("centred_gram", "eigh"), "full": ("svd",),
@@ -378,7 +377,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
 
             def work(ops):
                 if solver == "covariance_eigh":
-                    return _fit_covariance_eigh(ops, X, self if deferred else None)
+                    return _fit_covariance_eigh(ops, inp, self)
                 if solver == "full":
                     return _fit_full(ops, X)
                 return _fit_randomized(
@@ -387,12 +386,12 @@ class PCA(SklearnConversionMixin, _SkPCA):
                     random_state=random_state,
                 )
 
-            result, backend = run_with_fallback(work, operations=operations, X=X,
+            result, backend = run_with_fallback(work, operations=operations, X=inp,
                                                 what=f"PCA.fit ({solver})")
         self._set_fitted(result, solver, n_components, n_samples, n_features, X.dtype)
         self.backend_ = backend.name
         self._fit_svd_solver = self.solver_ = solver
-        return result, X, backend
+        return result, inp.known_finite(), backend
 
     def _set_fitted(self, r, solver, n_components, n_samples, n_features, dtype):
         ev, S, Vt = r.explained_variance, r.S, r.Vt
@@ -437,7 +436,10 @@ class PCA(SklearnConversionMixin, _SkPCA):
         -------
         self : object
         """
-        self._fit(X)
+        if is_dask_array(X):
+            self._fit_dask(X)
+        else:
+            self._fit(X, container_of(X))
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -455,21 +457,18 @@ class PCA(SklearnConversionMixin, _SkPCA):
         X_new : array of shape (n_samples, n_components)
             In the container of ``X``.
         """
-        from .._dask import is_dask_array
-
         if is_dask_array(X):
-            self._fit(X)
+            self._fit_dask(X)
             return self.transform(X)
-        spec = container_of(X)
-        result, Xv, backend = self._fit(X)
+        result, inp, backend = self._fit(X, container_of(X))
         if result.U is None:
-            return self._project(Xv, spec)
+            return self._project(inp)
         k = self.n_components_
         U = result.U[:, :k]
         # a Python float, not np.sqrt's float64 scalar: NumPy 2 would promote U to float64
-        U = U * (math.sqrt(Xv.shape[0] - 1) if self.whiten else
+        U = U * (math.sqrt(inp.shape[0] - 1) if self.whiten else
                  backend.asarray(result.S[:k], dtype=U.dtype))
-        return convert_output(U, spec)
+        return convert_output(U, inp.spec)
 
     def _projection(self, ops):
         """(W, bias) on ``ops`` with X @ W + bias = the transform; cached per backend."""
@@ -487,14 +486,16 @@ class PCA(SklearnConversionMixin, _SkPCA):
                           ops.asarray(bias.astype(W.dtype)))
         return cache[key]
 
-    def _project(self, X, spec, check_finite=False):
+    def _project(self, inp):
+        """The transform of an :class:`~skgpu.utils.validation.Input`, in its container
+        (an input not yet known finite is checked through the product)."""
         def work(ops):
             W, bias = self._projection(ops)
-            return checked_product(ops, X, W, self, bias, check_finite)
+            return checked_product(ops, inp.data, W, self, bias, not inp.finite)
 
-        out, backend = run_with_fallback(work, operations=("matmul",), X=X,
+        out, backend = run_with_fallback(work, operations=("matmul",), X=inp,
                                          what="PCA.transform")
-        return convert_output(out, spec)
+        return convert_output(out, inp.spec)
 
     def transform(self, X: MatrixLike) -> MatrixLike:
         """Project X on the principal components (one matmul with a bias epilog).
@@ -509,17 +510,13 @@ class PCA(SklearnConversionMixin, _SkPCA):
             In the container of ``X`` (NumPy, CuPy or torch on the same device).
         """
         check_is_fitted(self)
-        from .._dask import check_row_chunked, is_dask_array
-
         if is_dask_array(X):
             check_row_chunked(X)
             return X.map_blocks(self.transform, dtype=self.components_.dtype,
                                 chunks=(X.chunks[0], (self.n_components_,)))
-        spec = container_of(X)
         # NaN and infinity are looked for in the (much smaller) projection, not in X.
-        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc"),
-                          ensure_all_finite=False)
-        return self._project(X, spec, check_finite=True)
+        return self._project(prepare(self, X, reset=False, accept_sparse=("csr", "csc"),
+                                     ensure_all_finite=False))
 
     def inverse_transform(self, X: MatrixLike) -> MatrixLike:
         """Transform data back to its original space.
@@ -564,12 +561,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
         ll : array of shape (n_samples,)
             In the container of ``X``.
         """
-        if not is_device_array(X):
+        spec = container_of(X)
+        if not spec.on_device:
             return super().score_samples(X)
         check_is_fitted(self)
-        spec = container_of(X)
-        out = self._score_samples_on_device(X)
-        return convert_output(out, spec)
+        return convert_output(self._score_samples_on_device(X, spec), spec)
 
     def _likelihood_terms(self, ops, X_dtype):
         """``(dtype, precision, mean, constant)`` of the log-likelihood on ``ops``: the
@@ -588,29 +584,30 @@ class PCA(SklearnConversionMixin, _SkPCA):
                           ops.asarray(self.mean_, dtype=dtype))
         return (dtype, *cache[key], constant)
 
-    def _score_samples_on_device(self, X):
-        X = validate_data(self, X, reset=False)
+    def _score_samples_on_device(self, X, spec):
+        inp = prepare(self, X, spec=spec, reset=False)
 
         def work(ops):
-            dtype, precision, mean, constant = self._likelihood_terms(ops, X.dtype)
-            Xr = ops.asarray(X, dtype=dtype) - mean
+            dtype, precision, mean, constant = self._likelihood_terms(ops, inp.dtype)
+            Xr = ops.asarray(inp.data, dtype=dtype) - mean
             M = ops.matmul(Xr, precision)
             ll = ops.xp.sum(Xr * M, axis=1)
             ll *= -0.5
             ll -= constant
             return ll
 
-        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+        out, _ = run_with_fallback(work, operations=("matmul",), X=inp,
                                    what="PCA.score_samples")
         return out
 
     def score(self, X: MatrixLike, y: object = None) -> float:
         """Average log-likelihood of the samples under the model, as a Python float
         (computed where X is, as :meth:`score_samples`)."""
-        if not is_device_array(X):
+        spec = container_of(X)
+        if not spec.on_device:
             return super().score(X)
         check_is_fitted(self)
-        return float(self._score_samples_on_device(X).mean())
+        return float(self._score_samples_on_device(X, spec).mean())
 
     def __getstate__(self):
         state = super().__getstate__()

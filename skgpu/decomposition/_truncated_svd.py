@@ -9,10 +9,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback
-from ..backends._arrays import container_of, convert_output, to_numpy
+from ..backends._arrays import container_of, convert_output, is_dask_array, to_numpy
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import _fit_context
+from ..utils.validation import (
+    check_row_chunked,
+    checked_product,
+    prepare,
+    validate_inverse_input,
+)
 from ._pca import _arpack_svd, _flip_signs, _row_signs
 
 
@@ -147,14 +153,11 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         -------
         X_new : array of shape (n_samples, n_components)
         """
-        from .._dask import is_dask_array
-        from ..utils.validation import validate_data
-
         if is_dask_array(X):
             return self._fit_transform_dask(X)
-        spec = container_of(X)
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2,
-                          reject_strings=True)
+        inp = prepare(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2,
+                      reject_strings=True)
+        X = inp.data
         random_state = check_random_state(self.random_state)
         if self.algorithm == "randomized" and self.n_components > X.shape[1]:
             raise ValueError(
@@ -169,7 +172,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
                 return Vt, S, Xt, np.var(Xt, axis=0), _column_variance_sum(ops, Xh)
 
             (Vt, S, Xt, explained, full_var), backend = run_with_fallback(
-                work, device="cpu", X=X, what="TruncatedSVD.fit (arpack runs on the CPU)")
+                work, device="cpu", X=inp, what="TruncatedSVD.fit (arpack runs on the CPU)")
         else:
             def work(ops):
                 return _fit_randomized(
@@ -178,7 +181,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
                     normalizer=self.power_iteration_normalizer, random_state=random_state)
 
             (Vt, S, Xt, explained, full_var), backend = run_with_fallback(
-                work, operations=("randomized_svd", "matmul"), X=X,
+                work, operations=("randomized_svd", "matmul"), X=inp,
                 what="TruncatedSVD.fit (randomized)")
         self.components_ = np.ascontiguousarray(Vt)
         self.explained_variance_ = explained
@@ -186,12 +189,12 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         self.singular_values_ = S
         self.backend_ = backend.name
         self._device_cache: dict = {}
-        return convert_output(Xt, spec)
+        return convert_output(Xt, inp.spec)
 
     def _fit_transform_dask(self, X):
-        """Randomized SVD over row chunks (skgpu._dask); returns the lazy transform."""
-        from .._dask import check_row_chunked, column_and_projection_variances
-        from .._dask import randomized_svd as dask_randomized_svd
+        """Randomized SVD over row chunks (skgpu.dask); returns the lazy transform."""
+        from ..dask import column_and_projection_variances
+        from ..dask import randomized_svd as dask_randomized_svd
 
         check_row_chunked(X)
         if self.algorithm != "randomized":
@@ -227,31 +230,25 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
 
     def transform(self, X: MatrixLike) -> MatrixLike:
         """Reduce X: ``X @ components_.T``, in the container of X."""
-        from ..utils.validation import checked_product, validate_data
-
         check_is_fitted(self)
-        from .._dask import check_row_chunked, is_dask_array
-
         if is_dask_array(X):
             check_row_chunked(X)
             return X.map_blocks(self.transform, dtype=self.components_.dtype,
                                 chunks=(X.chunks[0], (self.components_.shape[0],)))
-        spec = container_of(X)
         # NaN and infinity are looked for in the (much smaller) product, not in X.
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], reset=False,
-                          ensure_all_finite=False, reject_strings=True)
+        inp = prepare(self, X, accept_sparse=["csr", "csc"], reset=False,
+                      ensure_all_finite=False, reject_strings=True)
 
         def work(ops):
-            return checked_product(ops, X, self._components_on(ops, True), self)
+            return checked_product(ops, inp.data, self._components_on(ops, True), self,
+                                   check_finite=not inp.finite)
 
-        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+        out, _ = run_with_fallback(work, operations=("matmul",), X=inp,
                                    what="TruncatedSVD.transform")
-        return convert_output(out, spec)
+        return convert_output(out, inp.spec)
 
     def inverse_transform(self, X: MatrixLike) -> MatrixLike:
         """Transform X back to its original space: ``X @ components_``."""
-        from ..utils.validation import validate_inverse_input
-
         check_is_fitted(self)
         spec = container_of(X)
         X = validate_inverse_input(self, X, self.components_.shape[0], reject_strings=True)

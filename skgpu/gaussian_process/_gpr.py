@@ -18,7 +18,7 @@ from sklearn.utils import check_random_state
 
 from .._typing import ArrayLike, MatrixLike, RandomStateLike
 from ..backends import run_with_fallback
-from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
+from ..backends._arrays import container_of, convert_output, to_numpy
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, progress_logging
 from ..utils._scoring import RegressorScoreMixin
@@ -289,12 +289,13 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         self.cholesky = cholesky
         self.verbose = verbose
 
-    def _validate(self, X, y="no_validation", reset=True):
+    def _validate(self, X, spec, y="no_validation", reset=True):
+        """X (and y) validated as scikit-learn's GP does; ``spec``: X's container."""
         kernel = self.kernel if self.kernel is not None else C() * RBF()
         vector = kernel.requires_vector_input
         predict = isinstance(y, str) and y == "no_validation"
         if not vector:
-            X = to_numpy(X) if is_device_array(X) else X
+            X = to_numpy(X) if spec.on_device else X
             from sklearn.utils.validation import validate_data as sk_validate
 
             kwargs = dict(ensure_2d=False, dtype=None, reset=reset)
@@ -332,7 +333,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         start = time.perf_counter()
         kernel = C() * RBF() if self.kernel is None else clone(self.kernel)
         rng = check_random_state(self.random_state)
-        X, y = self._validate(X, y)
+        X, y = self._validate(X, container_of(X), y)
         X, y = to_numpy(X), to_numpy(y)
         n_targets_seen = y.shape[1] if y.ndim > 1 else 1
         if self.n_targets is not None and n_targets_seen != self.n_targets:
@@ -606,12 +607,12 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         kernel = self.kernel_ if hasattr(self, "kernel_") else self.kernel
+        spec = container_of(X)
         if (not hasattr(self, "X_train_") or kernel is None
                 or not kernel.requires_vector_input):
-            return super().predict(to_numpy(X) if is_device_array(X) else X,
+            return super().predict(to_numpy(X) if spec.on_device else X,
                                    return_std=return_std, return_cov=return_cov)
-        spec = container_of(X)
-        X = self._validate(X, reset=False)
+        X = self._validate(X, spec, reset=False)
         kdiag = self.kernel_.diag(to_numpy(X)) if return_std else None
 
         sparse = getattr(self, "cholesky_", "dense") == "sparse"
@@ -672,7 +673,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 (n_samples_X, n_targets, n_samples)
         """
         spec = container_of(X)
-        out = super().sample_y(to_numpy(X) if is_device_array(X) else X,
+        out = super().sample_y(to_numpy(X) if spec.on_device else X,
                                n_samples=n_samples, random_state=random_state)
         return convert_output(out, spec)
 

@@ -25,12 +25,16 @@ from sklearn.utils import check_scalar
 from sklearn.utils.metadata_routing import process_routing
 from sklearn.utils.validation import check_is_fitted
 
-from .._dask import check_row_chunked, is_dask_array
 from .._typing import ArrayLike, MatrixLike
 from ..backends import get_backend, run_with_fallback
 from ..backends._common import centre_columns
-from ..backends._arrays import container_of, convert_output, is_device_array, to_numpy
-from ..backends._arrays import is_sparse as _is_sparse
+from ..backends._arrays import (
+    container_of,
+    convert_output,
+    is_dask_array,
+    is_device_array,
+    to_numpy,
+)
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._scoring import RegressorScoreMixin
@@ -41,7 +45,7 @@ from ..utils._sklearn_private import (
     _raise_for_params,
     _routing_enabled,
 )
-from ..utils.validation import validate_data
+from ..utils.validation import check_row_chunked, prepare, prepare_xy
 
 logger = logging.getLogger("skgpu")
 
@@ -61,9 +65,9 @@ class _Design:
     weighted in place.
     """
 
-    def __init__(self, ops, X, X_offset, sqrt_sw, fit_intercept):
+    def __init__(self, ops, X, X_offset, sqrt_sw, fit_intercept, sparse):
         self.ops = ops
-        self.sparse = ops.is_sparse(X)
+        self.sparse = sparse
         self.shape = X.shape
         self.sqrt_sw = sqrt_sw
         if self.sparse:
@@ -121,20 +125,21 @@ class _Design:
         return K
 
 
-def _preprocess(ops, X, y, sample_weight, fit_intercept, dtype):
-    """Offsets and the weighted, centred design; everything on ``ops`` in ``dtype``.
+def _preprocess(ops, inp, y, sample_weight, fit_intercept, dtype):
+    """Offsets and the weighted, centred design of the input ``inp`` (an
+    :class:`~skgpu.utils.validation.Input`); everything on ``ops`` in ``dtype``.
 
     Returns ``design, yw (n, t), X_offset, y_offset, sqrt_sw`` (``sqrt_sw`` None without
     sample weights); ``X_offset``/``y_offset`` are the (weighted) means, zero without an
     intercept, as in scikit-learn's ``_preprocess_data``.
     """
     xp = ops.xp
-    X = ops.asarray(X, dtype=dtype)
+    X = ops.asarray(inp.data, dtype=dtype)
     y = ops.asarray(y, dtype=dtype)
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     n, p = X.shape
     sw = None if sample_weight is None else ops.asarray(sample_weight, dtype=dtype)
-    sparse = ops.is_sparse(X)
+    sparse = inp.sparse
     if fit_intercept:
         if sparse:
             X_offset = ops.column_mean(X, sw)
@@ -148,7 +153,7 @@ def _preprocess(ops, X, y, sample_weight, fit_intercept, dtype):
         if not sparse:
             X = X.copy()  # the design is weighted in place
     sqrt_sw = None if sw is None else xp.sqrt(sw)
-    design = _Design(ops, X, X_offset, sqrt_sw, fit_intercept)
+    design = _Design(ops, X, X_offset, sqrt_sw, fit_intercept, sparse)
     yw = y2 - y_offset if fit_intercept else y2.copy()
     if sqrt_sw is not None:
         yw *= sqrt_sw[:, None]
@@ -287,7 +292,7 @@ def _decompose(ops, design, yw, mode, *, fit_intercept=False, need_u=True):
         M = design.matmul(V)
         MtY = ops.matmul(M.T, yw)
         orthonormal = False
-    _require_finite(ops, lam, design.X, "the spectrum of X (Ridge, RidgeCV)")
+    _require_finite(ops, lam, design.X, design.sparse, "the spectrum of X (Ridge, RidgeCV)")
     return _Spectrum(lam=lam, M=M, MtY=MtY, orthonormal=orthonormal, V=V, s=s)
 
 
@@ -301,14 +306,14 @@ def _set_intercept(fit_intercept, X_offset, y_offset, coef):
 # --------------------------------------------------------------------------------------
 # Ridge
 # --------------------------------------------------------------------------------------
-def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
+def _ridge_fit(ops, inp, y, sample_weight, alpha, *, fit_intercept, solver):
     """Ridge coefficients (t, p) on ``ops`` by 'cholesky' (normal equations, potrf; the
     n × n kernel form when p > n) or 'svd' (QR route); 'cholesky' falls back to 'svd'
     when the matrix is singular, as scikit-learn's does. Returns host arrays."""
     from numpy.linalg import LinAlgError
 
-    dtype = X.dtype
-    design, yw, X_offset, y_offset, _ = _preprocess(ops, X, y, sample_weight,
+    dtype = inp.dtype
+    design, yw, X_offset, y_offset, _ = _preprocess(ops, inp, y, sample_weight,
                                                     fit_intercept, dtype)
     xp = ops.xp
     n, p = design.shape
@@ -319,7 +324,7 @@ def _ridge_fit(ops, X, y, sample_weight, alpha, *, fit_intercept, solver):
         kernel = p > n
         A = design.gram_samples() if kernel else design.gram_features()
         B = yw if kernel else design.rmatmul(yw)
-        _require_finite(ops, A, X, "Ridge.fit")
+        _require_finite(ops, A, inp.data, inp.sparse, "Ridge.fit")
         sol = xp.empty_like(B)
         eye = xp.eye(A.shape[0], dtype=dtype)
         try:
@@ -382,19 +387,18 @@ def _check_alpha(alpha):
         raise ValueError(f"alpha must be finite and non-negative, got {alpha!r}.")
 
 
-def _require_finite(ops, a, X, what):
+def _require_finite(ops, a, X, sparse, what):
     """:func:`_raise_not_finite` unless every entry of the intermediate ``a`` (a Gram
     matrix, a spectrum) is finite: an overflow there gives zero or NaN coefficients."""
     if not np.isfinite(float(ops.xp.sum(a))):
-        _raise_not_finite(what, X)
+        _raise_not_finite(what, X, sparse)
 
 
-def _raise_not_finite(what, X):
+def _raise_not_finite(what, X, sparse):
     """A finite X whose products overflow float64 (X of order 1e300, say)."""
     from numpy.linalg import LinAlgError
 
-    scale = float(np.max(np.abs(to_numpy(X).data if _is_sparse(X) else to_numpy(X)),
-                         initial=0.0))
+    scale = float(np.max(np.abs(to_numpy(X).data if sparse else to_numpy(X)), initial=0.0))
     raise LinAlgError(
         f"{what}: the solution is not finite; the data's magnitude (max |X| = {scale:.3g}) "
         "overflows floating-point arithmetic in its products. Rescale X (for example "
@@ -446,23 +450,22 @@ class _DevicePredictMixin(RegressorScoreMixin):
                 X.chunks[0], (np.shape(self.coef_)[0],))
             return X.map_blocks(self.predict, dtype=np.result_type(X.dtype, np.float32),
                                 chunks=shape, drop_axis=None if len(shape) == 2 else 1)
-        spec = container_of(X)
-        X = validate_data(self, X, reset=False, accept_sparse=("csr", "csc", "coo"),
-                          reject_strings=True)
+        inp = prepare(self, X, reset=False, accept_sparse=("csr", "csc", "coo"),
+                      reject_strings=True)
         one_target = np.ndim(self.coef_) == 1
         # NumPy's promotion, as scikit-learn's ``X @ coef_.T``: float32 X on float64
         # coefficients predicts in float64
-        dtype = np.result_type(X.dtype, np.asarray(self.coef_).dtype)
+        dtype = np.result_type(inp.dtype, np.asarray(self.coef_).dtype)
 
         def work(ops):
             W, b = self._linear_weights(ops)
-            Xd = ops.asarray(X, dtype=dtype)
+            Xd = ops.asarray(inp.data, dtype=dtype)
             out = ops.matmul(Xd, ops.asarray(W, dtype=dtype), bias=ops.asarray(b, dtype=dtype))
             return out.ravel() if one_target else out
 
-        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+        out, _ = run_with_fallback(work, operations=("matmul",), X=inp,
                                    what=f"{type(self).__name__}.predict")
-        return convert_output(out, spec)
+        return convert_output(out, inp.spec)
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -541,11 +544,12 @@ default='auto'
     array([1.2298, 0.8266])
     """
 
-    def _backend_solver(self, X):
-        """The solver run on the backend seam, or None for scikit-learn's on the CPU."""
+    def _backend_solver(self, X, spec):
+        """The solver run on the backend seam, or None for scikit-learn's on the CPU
+        (``spec``: X's container, classified before validation)."""
         if self.positive or self.solver not in ("auto", "cholesky", "svd"):
             return None
-        if _is_sparse(X):
+        if spec.sparse:
             if self.solver == "svd":
                 return None  # scikit-learn's TypeError
             if self.fit_intercept and self.solver == "cholesky":
@@ -577,20 +581,21 @@ default='auto'
         """
         if is_dask_array(X):
             return self._fit_dask(X, y, sample_weight)
-        solver = self._backend_solver(X)
+        spec = container_of(X)
+        solver = self._backend_solver(X, spec)
         if solver is None:
             logger.info("Ridge.fit: solver=%r (positive=%s) runs scikit-learn's "
                         "implementation on the CPU", self.solver, self.positive)
-            _SkRidge.fit(self, to_numpy(X) if is_device_array(X) else X,
-                         to_numpy(y) if is_device_array(y) else y,
+            _SkRidge.fit(self, to_numpy(X) if spec.on_device else X, _host(y),
                          sample_weight=_host(sample_weight))
             self.backend_ = "cpu"
             self.__dict__.pop("_device_cache", None)
             return self
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"),
-                             multi_output=True, y_numeric=True)
-        if _is_sparse(X) and X.format != "csr":
-            X = X.tocsr()
+        inp, y = prepare_xy(self, X, y, spec=spec, accept_sparse=("csr", "csc", "coo"),
+                            multi_output=True, y_numeric=True)
+        if inp.sparse and inp.data.format != "csr":
+            inp = inp.with_data(inp.data.tocsr())
+        X = inp.data
         dtype = X.dtype
         if sample_weight is not None:
             # negative weights: scikit-learn's message (its Ridge fails later, on the
@@ -607,15 +612,15 @@ default='auto'
         _check_alpha(self.alpha)
 
         def work(ops):
-            return _ridge_fit(ops, X, y, sample_weight, self.alpha,
+            return _ridge_fit(ops, inp, y, sample_weight, self.alpha,
                               fit_intercept=self.fit_intercept, solver=solver)
 
         operations = ("cholesky", "qr", "svd", "matmul")
         (coef, (X_offset, y_offset), used), backend = run_with_fallback(
-            work, operations=operations, X=X, what=f"Ridge.fit ({solver})",
+            work, operations=operations, X=inp, what=f"Ridge.fit ({solver})",
             flops=_factorisation_flops(X))
         if not np.all(np.isfinite(coef)):
-            _raise_not_finite("Ridge.fit", X)
+            _raise_not_finite("Ridge.fit", X, inp.sparse)
         if coef.shape[0] == 1:  # one target: scikit-learn ravels coef_ (y 1-D or (n, 1))
             coef = coef.ravel()
         if y.ndim == 1:
@@ -630,7 +635,7 @@ default='auto'
 
     def _fit_dask(self, X, y, sample_weight):
         """Normal equations from chunked Gram blocks (centred by the global means)."""
-        from .._dask import check_row_chunked, ridge_normal_equations
+        from ..dask import ridge_normal_equations
 
         check_row_chunked(X)
         if self.positive or self.solver not in ("auto", "cholesky"):
@@ -675,9 +680,9 @@ default='auto'
 # --------------------------------------------------------------------------------------
 # RidgeCV
 # --------------------------------------------------------------------------------------
-def _resolve_gcv_mode(gcv_mode, X):
+def _resolve_gcv_mode(gcv_mode, sparse):
     """'svd' (QR route) for dense X unless 'eigen' is asked; sparse X: 'eigen'."""
-    if _is_sparse(X):
+    if sparse:
         if gcv_mode == "svd":
             warnings.warn(
                 "The 'svd' mode is not supported for sparse X, we fallback to "
@@ -700,13 +705,13 @@ class _GCVResult:
     cv_results: np.ndarray | None = None  # (n * t, n_alphas)
 
 
-def _gcv_fit(ops, X, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per_target,
+def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_per_target,
              scorer, score_params, store_cv_results):
     """Leave-one-out errors (or predictions, with a scorer) for every alpha at once, the
     best alpha(s) by scikit-learn's rules, and the coefficients for them."""
     xp = ops.xp
     dtype = np.dtype(np.float64)
-    design, yw, X_offset, y_offset, sqrt_sw = _preprocess(ops, X, y, sample_weight,
+    design, yw, X_offset, y_offset, sqrt_sw = _preprocess(ops, inp, y, sample_weight,
                                                           fit_intercept, dtype)
     spec = _decompose(ops, design, yw, mode, fit_intercept=fit_intercept)
     n, t = yw.shape
@@ -973,18 +978,19 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
             scorer = None
         floating = getattr(getattr(X, "dtype", None), "kind", None) == "f"
         original_dtype = X.dtype if floating else None
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"),
-                             dtype=("float64",), multi_output=True, y_numeric=True)
-        if _is_sparse(X) and X.format != "csr":
-            X = X.tocsr()
+        inp, y = prepare_xy(self, X, y, accept_sparse=("csr", "csc", "coo"),
+                            dtype=("float64",), multi_output=True, y_numeric=True)
+        if inp.sparse and inp.data.format != "csr":
+            inp = inp.with_data(inp.data.tocsr())
+        X = inp.data
         if sample_weight is not None:
             sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=X.dtype,
                                                  ensure_non_negative=True)
-        mode = _resolve_gcv_mode(self.gcv_mode, X)
+        mode = _resolve_gcv_mode(self.gcv_mode, inp.sparse)
         alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
 
         def work(ops):
-            return _gcv_fit(ops, X, y, sample_weight, alpha_list,
+            return _gcv_fit(ops, inp, y, sample_weight, alpha_list,
                             fit_intercept=self.fit_intercept, mode=mode,
                             alpha_per_target=self.alpha_per_target, scorer=scorer,
                             score_params=dict(score_params),
@@ -992,11 +998,11 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
 
         operations = ("qr", "svd", "matmul") if mode == "svd" else ("eigh", "gram",
                                                                      "matmul")
-        result, backend = run_with_fallback(work, operations=operations, X=X,
+        result, backend = run_with_fallback(work, operations=operations, X=inp,
                                             what=f"RidgeCV.fit (leave-one-out, {mode})",
                                             flops=_factorisation_flops(X))
         if not np.all(np.isfinite(result.coef)):
-            _raise_not_finite("RidgeCV.fit", X)
+            _raise_not_finite("RidgeCV.fit", X, inp.sparse)
         coef, y_offset = result.coef, result.y_offset
         if y.ndim == 1 or y.shape[1] == 1:
             coef = coef.ravel()
@@ -1024,8 +1030,8 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
     def _fit_dask(self, X, y, sample_weight, alphas):
         """Leave-one-out over row chunks: R from the Gram matrix, checked (and refined, or
         replaced by TSQR) to the QR route's accuracy, then per-chunk LOO errors (see
-        skgpu._dask.ridgecv_loo)."""
-        from .._dask import ridgecv_loo
+        skgpu.dask.linalg.ridgecv_loo)."""
+        from ..dask import ridgecv_loo
 
         if self.scoring is not None or self.store_cv_results:
             raise ValueError("With dask input RidgeCV supports scoring=None and "

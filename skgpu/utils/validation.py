@@ -7,6 +7,9 @@ matrices and CUDA torch tensors stay on the device and get the same checks there
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_consistent_length
@@ -14,8 +17,12 @@ from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from ._sklearn_private import _check_feature_names, _check_n_features, _check_y
 from ..backends._arrays import (
+    ContainerSpec,
+    container_of,
+    is_cupy_array,
     is_cupy_sparse,
     is_device_array,
+    is_sparse,
     is_torch_tensor,
     to_cupy,
     to_numpy,
@@ -39,6 +46,76 @@ def _has_strings(a):
     if dtype is None:
         dtype = np.asarray(a).dtype if isinstance(a, (list, tuple)) else None
     return dtype is not None and getattr(dtype, "kind", "") in "USV"
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """An estimator's X, validated once per public call, with what the later steps need
+    to know about it: made by :func:`prepare` and passed on, so that no later step asks
+    again what kind of array X is or whether it is finite.
+
+    data : NumPy array, SciPy sparse matrix, or CuPy array or sparse matrix (what
+        :func:`validate_data` returned).
+    spec : the caller's container; outputs are returned in it.
+    sparse, on_device : what ``data`` is.
+    finite : whether NaN and infinity are ruled out (False: validation left that check
+        to the solver or to the product, see :func:`checked_product`).
+    """
+
+    data: Any
+    spec: ContainerSpec
+    sparse: bool
+    on_device: bool
+    finite: bool
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def checked_finite(self, estimator) -> Input:
+        """This input, with scikit-learn's NaN/infinity check of X done if it was not."""
+        if self.finite:
+            return self
+        assert_all_finite(self.data, estimator)
+        return dataclasses.replace(self, finite=True)
+
+    def known_finite(self) -> Input:
+        """This input, marked finite (a solver found it so on its way)."""
+        return self if self.finite else dataclasses.replace(self, finite=True)
+
+    def with_data(self, data) -> Input:
+        """This input with ``data`` replaced by an equivalent array (another sparse
+        format, say)."""
+        return dataclasses.replace(self, data=data)
+
+
+def prepare(estimator, X, *, spec=None, ensure_all_finite=True, **kwargs) -> Input:
+    """:func:`validate_data` for X alone, with X's kind recorded: an :class:`Input`.
+
+    ``spec``: X's container where the caller already classified X (to check a parameter
+    against it first, as scikit-learn does); the other keywords are
+    :func:`validate_data`'s.
+    """
+    spec = container_of(X) if spec is None else spec
+    data = validate_data(estimator, X, ensure_all_finite=ensure_all_finite, **kwargs)
+    return _input(data, spec, ensure_all_finite)
+
+
+def prepare_xy(estimator, X, y, *, spec=None, **kwargs) -> tuple[Input, Any]:
+    """:func:`validate_data` for X and y: ``(Input of X, y)``, y as validated there."""
+    spec = container_of(X) if spec is None else spec
+    data, y = validate_data(estimator, X, y, **kwargs)
+    return _input(data, spec, kwargs.get("ensure_all_finite", True)), y
+
+
+def _input(data, spec, ensure_all_finite):
+    return Input(data=data, spec=spec, sparse=is_sparse(data),
+                 on_device=is_cupy_array(data) or is_cupy_sparse(data),
+                 finite=ensure_all_finite is True)
 
 
 def validate_data(estimator, X, y="no_validation", *, reset=True,
@@ -289,3 +366,17 @@ def assert_all_finite(X, estimator):
 
         _assert_all_finite(X.data if hasattr(X, "tocsr") else X, input_name="X",
                            estimator_name=type(estimator).__name__)
+
+
+def check_row_chunked(X, name="X"):
+    """Raise the error a user can act on unless the dask array X is 2-D and chunked along
+    rows only."""
+    if X.ndim != 2:
+        raise ValueError(f"Expected a 2-D dask array for {name}, got {X.ndim} dimensions.")
+    if len(X.chunks[1]) != 1:
+        raise ValueError(
+            f"{name} is chunked along features ({len(X.chunks[1])} column chunks); skgpu "
+            f"needs row chunks with all features in each: use {name}.rechunk({{1: -1}})."
+        )
+    if X.dtype.kind not in "fiub":
+        raise ValueError(f"{name} must be numeric, got dtype {X.dtype}.")

@@ -1,262 +1,24 @@
-"""Dask input: partial results per row chunk on each worker's backend, combined on the client.
+"""The chunked algorithms over row-chunked dask arrays: the pieces each worker runs on its
+chunks, and the client's folds. The passes are run by :mod:`.runner`.
 
-Per-chunk work runs on the active dask scheduler with no scheduler or communication of
-our own: with a ``dask.distributed`` Client (a LocalCluster of CPU workers, or dask-cuda's
-LocalCUDACluster with one GPU per worker) and persisted data, one task per worker runs all
-the chunks that worker holds (:func:`_run`); otherwise one ``dask.delayed`` task per chunk.
-Each chunk's work selects a backend like an in-memory fit does (CuPy chunks run on the
-GPU) and returns small results: Gram blocks and sums (PCA, Ridge, RidgeCV's first pass), R
-factors (TSQR), per-alpha error sums. The client finishes on the CPU backend, except
-PCA's eigensolve (on the client's GPU when it has one) and the SVD of RidgeCV's small
-factor, which runs where that step runs (on the workers when the passes are chained, see
-:func:`ridgecv_loo`) and on the GPU there when there is one.
-
-``import skgpu`` never imports dask; these functions are reached only with dask input.
+Per chunk the workers return small results: Gram blocks and sums (PCA, Ridge, RidgeCV's
+first pass), R factors (TSQR), per-alpha error sums. The client finishes on the CPU
+backend, except PCA's eigensolve (on the client's GPU when it has one) and the SVD of
+RidgeCV's small factor, which runs where that step runs (on the workers when the passes
+are chained, see :func:`ridgecv_loo`) and on the GPU there when there is one.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import threading
 
 import numpy as np
 
+from ..utils.validation import check_row_chunked
+from . import runner
+
 logger = logging.getLogger("skgpu")
-
-
-def is_dask_array(X):
-    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "chunks")
-
-
-def check_row_chunked(X, name="X"):
-    """Raise the error a user can act on unless X is 2-D and chunked along rows only."""
-    if X.ndim != 2:
-        raise ValueError(f"Expected a 2-D dask array for {name}, got {X.ndim} dimensions.")
-    if len(X.chunks[1]) != 1:
-        raise ValueError(
-            f"{name} is chunked along features ({len(X.chunks[1])} column chunks); skgpu "
-            f"needs row chunks with all features in each: use {name}.rechunk({{1: -1}})."
-        )
-    if X.dtype.kind not in "fiub":
-        raise ValueError(f"{name} must be numeric, got dtype {X.dtype}.")
-
-
-def _blocks(X):
-    return [b for b in X.to_delayed().ravel()]
-
-
-def _compute(tasks):
-    import dask
-
-    return dask.compute(*tasks)
-
-
-def _vector_blocks(v, X):
-    """A per-row vector (dask, NumPy or None) split like X's row chunks."""
-    import dask.array as da
-
-    if v is None:
-        return [None] * len(X.chunks[0])
-    if np.ndim(v) == 0:  # a scalar sample weight, as scikit-learn allows
-        v = da.full(X.shape[0], float(v), chunks=(X.chunks[0],))
-    if not is_dask_array(v):
-        v = da.from_array(np.asarray(v), chunks=(X.chunks[0],))
-    else:
-        v = v.rechunk((X.chunks[0],) + v.chunks[1:])
-    return list(v.to_delayed().ravel())
-
-
-def _ops(block, device, operations):
-    from .backends import select_backend
-
-    return select_backend(device, operations=operations, X=block)[0]
-
-
-def _finite(ops, a):
-    return bool(np.isfinite(float(ops.xp.sum(a, dtype=np.float64))))
-
-
-def _host(tree):
-    """Device arrays in a (nested) result to NumPy, 0-d ones to Python floats."""
-    if isinstance(tree, (tuple, list)):
-        return type(tree)(_host(t) for t in tree)
-    if tree is None or isinstance(tree, (int, float, np.ndarray, np.generic)):
-        return tree
-    from .backends._arrays import to_numpy
-
-    a = to_numpy(tree)
-    return float(a) if a.ndim == 0 else a
-
-
-# --- running per-chunk work: one task per chunk, or one per worker ----------------------
-def _group_task(func, reduce, blocks, vectors, args, device, operations):
-    """``func(ops, block, *vector_blocks, *args)`` for each chunk of a group, in order,
-    ``ops`` being the chunk's backend. The NumPy arrays among ``args`` (small factors
-    shared by every chunk) are moved to that backend once per group, not once per chunk.
-    ``reduce`` (if given) folds the results where they are (on the worker's device), and
-    only the folded result travels, as NumPy."""
-    moved = {}
-    results = []
-    for i, block in enumerate(blocks):
-        ops = _ops(block, device, operations)
-        if ops.name not in moved:
-            moved[ops.name] = tuple(ops.asarray(a) if isinstance(a, np.ndarray) else a
-                                    for a in args)
-        results.append(func(ops, block, *(v[i] for v in vectors), *moved[ops.name]))
-    return _host(reduce(results) if reduce is not None else results)
-
-
-def _persisted(client, arr, n_blocks):
-    """The futures of a dask array's blocks in block order, when it is persisted on
-    ``client``'s cluster (its graph is those futures); else None."""
-    from distributed import futures_of
-
-    from dask.core import flatten
-
-    futures = {f.key: f for f in futures_of(arr) if f.client is client}
-    keys = list(flatten(arr.__dask_keys__()))
-    if len(keys) != n_blocks or not all(k in futures for k in keys):
-        return None
-    return [futures[k] for k in keys]
-
-
-def _locality_plan(X, vectors):
-    """With a ``dask.distributed`` client and X (and every dask vector) persisted: the
-    client, each block's future, the vectors' blocks (futures or NumPy slices), and the
-    blocks grouped by the worker that holds them. None otherwise.
-
-    A fit of several passes asks for it once (:func:`_runner`): where the chunks are is
-    one scheduler round trip.
-    """
-    try:
-        from distributed import get_client, wait
-
-        client = get_client()
-    except (ImportError, ValueError):
-        return None
-    n_blocks = len(X.chunks[0])
-    fx = _persisted(client, X, n_blocks)
-    if fx is None:
-        return None
-    bounds = np.concatenate([[0], np.cumsum(X.chunks[0])])
-    vecs = []
-    for v in vectors:
-        if v is None:
-            vecs.append([None] * n_blocks)
-        elif is_dask_array(v):
-            if v.chunks[0] != X.chunks[0]:
-                return None
-            fv = _persisted(client, v, n_blocks)
-            if fv is None:
-                return None
-            vecs.append(fv)
-        else:
-            a = np.full(X.shape[0], float(v)) if np.ndim(v) == 0 else np.asarray(v)
-            vecs.append([a[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])])
-    if not all(f.done() for f in fx):  # (a wait is a round trip through the event loop)
-        wait(fx)
-    who = client.who_has(fx)
-    groups = {}
-    for i, f in enumerate(fx):
-        holders = who.get(f.key) or who.get(str(f.key)) or [None]
-        groups.setdefault(sorted(holders)[0], []).append(i)
-    return client, fx, vecs, groups
-
-
-def _run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), plan=None):
-    """Apply ``func(ops, block, *vector_blocks, *args)`` to every row chunk of X; return
-    the per-chunk results in order, or, with ``reduce``, the reduced result of each group
-    of chunks (fold them with ``reduce`` once more on the client). ``operations``: what
-    ``func`` needs of a backend (it picks the GPU for CuPy chunks, as in memory).
-
-    X persisted on a ``dask.distributed`` cluster: one task per worker, pinned to it,
-    runs all the chunks that worker holds (no data moves, and the scheduler sees a
-    handful of tasks instead of one per chunk). Otherwise one ``dask.delayed`` task per
-    chunk, on whatever scheduler is active. ``plan``: a :func:`_locality_plan` made for
-    this X and these vectors (False: there is none), so that the passes of one fit ask
-    the scheduler where the chunks are only once.
-    """
-    device = _device()
-    if plan is None:
-        plan = _locality_plan(X, vectors)
-    if not plan:
-        blocks = _blocks(X)
-        vblocks = [_vector_blocks(v, X) for v in vectors]
-        shared = _shared(args)  # one graph key for what every chunk reads
-        out = _compute([_delayed(_group_task)(func, reduce, [b], [[vb[i]] for vb in vblocks],
-                                              shared, device, operations)
-                        for i, b in enumerate(blocks)])
-        return list(out) if reduce is not None else [r for res in out for r in res]
-    out = _gather(plan[0], _submit(plan, func, args, reduce, operations, device))
-    if reduce is not None:
-        return out
-    groups = plan[3]
-    order = [i for idx in groups.values() for i in idx]
-    results = [None] * len(plan[1])
-    for i, r in zip(order, [r for res in out for r in res]):
-        results[i] = r
-    return results
-
-
-def _per_group(plan, task, *args):
-    """``task(blocks, vector_blocks, first, *args)`` delayed, once per group of the plan,
-    each restricted (loosely: should that worker be gone, the task runs elsewhere) to the
-    worker holding the group's chunks; ``first`` is True for one group. Nothing is sent
-    until :func:`_gather`."""
-    import dask
-
-    _, fx, vecs, groups = plan
-    task = dask.delayed(task, pure=False)
-    tasks = []
-    for worker, idx in groups.items():
-        where = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
-        with dask.annotate(**where):
-            tasks.append(task([fx[i] for i in idx], [[v[i] for i in idx] for v in vecs],
-                              not tasks, *args))
-    return tasks
-
-
-def _pass_task(blocks, vectors, first, func, reduce, args, device, operations):
-    return _group_task(func, reduce, blocks, vectors, args, device, operations)
-
-
-def _submit(plan, func, args=(), reduce=None, operations=("matmul",), device=None):
-    """The tasks of one pass on a distributed plan (see :func:`_per_group`)."""
-    device = _device() if device is None else device
-    return _per_group(plan, _pass_task, func, reduce, args, device, operations)
-
-
-#: The futures of the last pass computed, let go only once the next pass is submitted.
-_last_pass: list = []
-_last_pass_lock = threading.Lock()
-
-
-def _gather(client, tasks):
-    """Compute ``tasks`` (delayed) on ``client`` and return their results.
-
-    The client sends its messages to the scheduler in batches, at most one every 10 ms,
-    and the scheduler its messages to a worker at most one every 5 ms. So the tasks go
-    as one graph (submitted one by one, they may be split across two batches, the
-    second 10 ms late), and the futures of a pass are released only after the next pass
-    (of this fit or the next) has been submitted: released as soon as their results
-    arrive, their release messages (to the scheduler, then to the worker) would hold
-    back that next submission. Measured on one dask-cuda worker: PCA 38 against 43 ms,
-    RidgeCV 147 against 156 ms (medians).
-    """
-    global _last_pass
-    futures = client.compute(tasks, optimize_graph=False)
-    with _last_pass_lock:
-        previous, _last_pass = _last_pass, futures
-    del previous  # released here, after the submission above
-    return client.gather(futures)
-
-
-def _runner(X, vectors=()):
-    """``_run`` for the passes of one fit over X and ``vectors``, with the locality plan
-    made once."""
-    plan = _locality_plan(X, vectors) or False
-    return functools.partial(_run, X=X, vectors=vectors, plan=plan)
 
 
 # --- pieces run on the workers ---------------------------------------------------------
@@ -402,30 +164,8 @@ def _loo_block(ops, block, y, w, mean, y_mean, V, filt, MtY, w_sum, fit_intercep
     return xp.stack(sums), MtM
 
 
-def _sum_pairs(results):
-    return tuple(sum(r[j] for r in results) for j in range(len(results[0])))
-
 
 # --- client side ------------------------------------------------------------------------
-def _delayed(func):
-    import dask
-
-    return dask.delayed(func, pure=True)
-
-
-def _shared(value):
-    """One graph key for a value every chunk's task reads (not one copy per task)."""
-    import dask
-
-    return dask.delayed(value, pure=True)
-
-
-def _device():
-    from ._config import get_config
-
-    return get_config()["device"]
-
-
 def _stats_dtype(X, factor):
     """float32 chunks give a float32 Gram for PCA (as in memory); everything else,
     and every fold, is float64."""
@@ -438,9 +178,9 @@ def _combined_stats(X, y, w, fit_intercept, factor, run=None):
     Returns n, Σw, the means (zero without an intercept), the factor of the centred,
     weighted X (its Gram XcᵀWXc, or an R with RᵀR equal to that Gram) and XcᵀWyc, all
     NumPy float64. ``factor``: 'gram', 'gram32' (the chunks' Gram in float32 for float32
-    X) or 'r'. ``run``: a :func:`_runner` for X, y and w (made here if not given).
+    X) or 'r'. ``run``: a :func:`.runner.for_fit` for X, y and w (made here if not given).
     """
-    run = _runner(X, (y, w)) if run is None else run
+    run = runner.for_fit(X, (y, w)) if run is None else run
     kind = "r" if factor == "r" else "gram"
     logger.debug("dask pass: chunk statistics (%s)", factor)
     parts = run(_chunk_stats, args=(kind, _stats_dtype(X, factor)), reduce=_fold_chunks(kind),
@@ -450,7 +190,7 @@ def _combined_stats(X, y, w, fit_intercept, factor, run=None):
 
 def _finish_stats(parts, kind, fit_intercept):
     """The groups' folded statistics (NumPy) folded into the whole's, checked finite."""
-    from .backends import get_backend
+    from ..backends import get_backend
 
     cpu = get_backend("cpu")
     parts = [(cpu,) + tuple(p) for p in parts]
@@ -485,7 +225,7 @@ def ridge_normal_equations(X, y, w, fit_intercept):
 def _small_svd(R, device):
     """SVD of a small square factor, on the GPU where this process can use one (cuSOLVER
     beats the one-thread LAPACK of a dask worker), else with NumPy."""
-    from .backends import select_backend
+    from ..backends import select_backend
 
     # ('gpu' asks for the chunks' work; this step may run where there is no GPU)
     ops = select_backend("cpu" if device == "cpu" else "auto", operations=("svd",))[0]
@@ -496,7 +236,7 @@ def _small_svd(R, device):
 def _small_eigh(G, device):
     """Eigenvalues (descending) and eigenvectors of a small symmetric matrix, on the GPU
     where this process can use one, as :func:`_small_svd`."""
-    from .backends import select_backend
+    from ..backends import select_backend
 
     ops = select_backend("cpu" if device == "cpu" else "auto", operations=("eigh",))[0]
     w, V = ops.eigh(ops.asarray(G))
@@ -554,10 +294,11 @@ def _loo_task(blocks, vectors, first, parts, alphas, fit_intercept, device):
     is the only group, and its Gram pass runs here first), then the group's LOO sums.
     Returns (sums, the LOO arguments), the arguments from the ``first`` group only."""
     if parts is None:
-        parts = [_group_task(_chunk_stats, _fold_chunks("gram"), blocks, vectors,
-                             _GRAM_ARGS, device, _GRAM_OPERATIONS)]
+        parts = [runner.group_task(_chunk_stats, _fold_chunks("gram"), blocks, vectors,
+                                   _GRAM_ARGS, device, _GRAM_OPERATIONS)]
     args = _gram_to_loo_args(parts, alphas, fit_intercept, device)
-    sums = _group_task(_loo_block, _sum_pairs, blocks, vectors, args, device, ("matmul",))
+    sums = runner.group_task(_loo_block, runner.sum_pairs, blocks, vectors, args, device,
+                             ("matmul",))
     return sums, (args if first else None)
 
 
@@ -586,8 +327,8 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
     y means, n).
     """
     check_row_chunked(X)
-    device = _device()
-    run = _runner(X, (y, w))
+    device = runner.configured_device()
+    run = runner.for_fit(X, (y, w))
     plan = run.keywords["plan"]  # the graph below submits on it directly
     p = X.shape[1]
     eps = np.finfo(np.float64).eps
@@ -609,20 +350,20 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
 
     def loo_pass(args):
         logger.debug("dask pass: leave-one-out")
-        return checked(args, *_sum_pairs(run(_loo_block, args=args, reduce=_sum_pairs)))
+        return checked(args, *runner.sum_pairs(run(_loo_block, args=args, reduce=runner.sum_pairs)))
 
     result = args = None
     try:
         if plan:
             logger.debug("dask pass: chunk statistics (gram)")
             # one group (all chunks on one worker): both passes in one task
-            parts = None if len(plan[3]) == 1 else _submit(
+            parts = None if len(plan[3]) == 1 else runner.submit(
                 plan, _chunk_stats, _GRAM_ARGS, _fold_chunks("gram"), _GRAM_OPERATIONS, device)
-            out = _gather(plan[0], _per_group(plan, _loo_task, parts, alphas, fit_intercept,
-                                              device))
+            out = runner.gather(plan[0], runner.per_group(plan, _loo_task, parts, alphas,
+                                                          fit_intercept, device))
             logger.debug("dask pass: leave-one-out")
             args = out[0][1]
-            result, error, QtQ = checked(args, *_sum_pairs([sums for sums, _ in out]))
+            result, error, QtQ = checked(args, *runner.sum_pairs([sums for sums, _ in out]))
         else:
             stats = _combined_stats(X, y, w, fit_intercept, "gram", run)
             args = _loo_args_from_gram(stats, alphas, fit_intercept, device)
@@ -686,7 +427,7 @@ def _centred_sq_sum(ops, block, mean):
 
 def _chunk_sums(ops, block):
     X = ops.asarray(block, dtype=np.float64)
-    return X.shape[0], ops.to_host(ops.xp.ones(X.shape[0]) @ X), _finite(ops, X)
+    return X.shape[0], ops.to_host(ops.xp.ones(X.shape[0]) @ X), runner.finite(ops, X)
 
 
 def _means(run):
@@ -702,7 +443,7 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
     """PCA by the randomized SVD of the implicitly centred X (each chunk centred where it
     lives): (n, mean, S, Vt, total variance)."""
     check_row_chunked(X)
-    run = _runner(X)
+    run = runner.for_fit(X)
     n, mean = _means(run)
     S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
                            random_state=random_state, mean=mean, run=run)
@@ -717,13 +458,13 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
     """
     from sklearn.utils import check_random_state
 
-    from .backends import get_backend
+    from ..backends import get_backend
 
     check_row_chunked(X)
     n, p = X.shape
     if n < p:
         raise ValueError(f"Dask input needs n_samples >= n_features, got {n} < {p}.")
-    run = _runner(X) if run is None else run
+    run = runner.for_fit(X) if run is None else run
     cpu = get_backend("cpu")
     random_state = check_random_state(random_state)
     if n_iter == "auto":
@@ -751,7 +492,7 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
 def column_and_projection_variances(X, V):
     """(Σ_j var(X[:, j]), var(X V, axis=0)) in two passes (means, then centred sums)."""
     n = X.shape[0]
-    run = _runner(X)
+    run = runner.for_fit(X)
     sums = run(_moments_block, args=(V, None, None))
     mean, mean_t = sum(s[0] for s in sums) / n, sum(s[1] for s in sums) / n
     sq = run(_moments_block, args=(V, mean, mean_t))

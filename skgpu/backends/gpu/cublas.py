@@ -1,0 +1,99 @@
+"""cuBLAS (``nvmath.bindings.cublas``): trmm and syrk for the blocked inverse of a large
+Cholesky factor, and triangular solves (trsm through ``cupyx.scipy.linalg``)."""
+
+from __future__ import annotations
+
+import cupy as cp
+import numpy as np
+from nvmath.bindings import cublas
+
+from .handles import blas_handle
+
+#: Order of the diagonal blocks inverted by trsm in the blocked inverse.
+INVERSE_BLOCK = 512
+
+
+class ColumnMajor:
+    """Pointers to square blocks of a Fortran-ordered n × n device matrix, for cuBLAS."""
+
+    def __init__(self, F):
+        self.F, self.n, self.item = F, F.shape[0], F.dtype.itemsize
+        self.prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[F.dtype]
+        self.handle = blas_handle()
+
+    def at(self, row, col):
+        return self.F.data.ptr + (row + col * self.n) * self.item
+
+    def scalar(self, value):
+        return np.array([value], dtype=self.F.dtype)  # host pointer mode
+
+    def trmm(self, side, trans, m, k, alpha, a, b):
+        """In place ``B ← alpha op(A) B`` (side LEFT) or ``B ← alpha B op(A)`` (RIGHT) for
+        a lower-triangular A; B is m × k. cuBLAS is out of place, in place when C is B."""
+        s = self.scalar(alpha)
+        getattr(cublas, self.prefix + "trmm")(
+            self.handle, side, cublas.FillMode.LOWER, trans, cublas.DiagType.NON_UNIT,
+            m, k, s.ctypes.data, a, self.n, b, self.n, b, self.n)
+
+    def syrk_lower_t(self, order, inner, a, c):
+        """``C += Aᵀ A`` on C's lower triangle, A inner × order."""
+        one = self.scalar(1.0)
+        getattr(cublas, self.prefix + "syrk")(
+            self.handle, cublas.FillMode.LOWER, cublas.Operation.T, order, inner,
+            one.ctypes.data, a, self.n, one.ctypes.data, c, self.n)
+
+
+def trtri_lower(cm, r0, r1):
+    """In place: the lower-triangular block ``F[r0:r1, r0:r1]`` becomes its inverse.
+
+    ``[[L11, 0], [L21, L22]]⁻¹ = [[W11, 0], [-W22 L21 W11, W22]]``: both halves, then
+    two triangular products (trmm), n³/3 flops in all; small blocks by trsm.
+    """
+    from cupyx.scipy.linalg import solve_triangular
+
+    m = r1 - r0
+    if m <= INVERSE_BLOCK:
+        block = cm.F[r0:r1, r0:r1]
+        block[...] = solve_triangular(cp.tril(block), cp.eye(m, dtype=block.dtype),
+                                      lower=True, check_finite=False)
+        return
+    mid = r0 + m // 2
+    trtri_lower(cm, r0, mid)
+    trtri_lower(cm, mid, r1)
+    left, right = cublas.SideMode.LEFT, cublas.SideMode.RIGHT
+    cm.trmm(right, cublas.Operation.N, r1 - mid, mid - r0, 1.0, cm.at(r0, r0), cm.at(mid, r0))
+    cm.trmm(left, cublas.Operation.N, r1 - mid, mid - r0, -1.0, cm.at(mid, mid),
+            cm.at(mid, r0))
+
+
+def lauum_lower(cm, r0, r1):
+    """In place: the lower triangle of block ``W = F[r0:r1, r0:r1]`` (lower triangular)
+    becomes that of ``Wᵀ W`` (LAPACK's lauum): ``[[W11ᵀW11 + W21ᵀW21, ·], [W22ᵀW21,
+    W22ᵀW22]]`` by halves, with syrk and trmm; n³/3 flops. The strict upper triangle of
+    the block is left unspecified."""
+    m = r1 - r0
+    if m <= INVERSE_BLOCK:
+        block = cm.F[r0:r1, r0:r1]
+        W = cp.tril(block)
+        block[...] = W.T @ W
+        return
+    mid = r0 + m // 2
+    lauum_lower(cm, r0, mid)
+    cm.syrk_lower_t(mid - r0, r1 - mid, cm.at(mid, r0), cm.at(r0, r0))
+    cm.trmm(cublas.SideMode.LEFT, cublas.Operation.T, r1 - mid, mid - r0, 1.0,
+            cm.at(mid, mid), cm.at(mid, r0))
+    lauum_lower(cm, mid, r1)
+
+
+
+def triangular_inverse(L):
+    from cupyx.scipy.linalg import solve_triangular
+
+    return solve_triangular(L, cp.eye(L.shape[0], dtype=L.dtype), lower=True)
+
+
+def solve_triangular(L, B):
+    """``L⁻¹ B`` for a lower-triangular L (trsm; only the lower triangle is read)."""
+    from cupyx.scipy.linalg import solve_triangular
+
+    return solve_triangular(L, B, lower=True, overwrite_b=False, check_finite=False)

@@ -1,0 +1,106 @@
+"""Host-to-device streaming: the centred Gram matrix of a NumPy X too large to copy whole,
+through pinned buffers filled by copy threads and an asynchronous copy stream."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import cupy as cp
+import numpy as np
+
+logger = logging.getLogger("skgpu")
+
+#: From this size on a NumPy X is streamed to the GPU by ``centred_gram``, in chunks of
+#: about ``STREAM_CHUNK_BYTES``.
+STREAM_MIN_BYTES = 1 << 26
+STREAM_CHUNK_BYTES = 1 << 26
+_COPY_THREADS = 8
+
+
+_copy_pool_state = {"pid": None, "pool": None, "threads": 1}
+
+
+def _copy_pool():
+    """Threads that copy a host chunk into pinned memory in parallel (one per process)."""
+    if _copy_pool_state["pid"] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
+        threads = _copy_pool_state["threads"] = max(1, min(_COPY_THREADS, os.cpu_count() or 1))
+        _copy_pool_state["pool"] = ThreadPoolExecutor(max_workers=threads,
+                                                      thread_name_prefix="skgpu-copy")
+        _copy_pool_state["pid"] = os.getpid()
+    return _copy_pool_state["pool"]
+
+
+def _stage(pool, dst, src):
+    """``dst[...] = src`` for a (pinned) host buffer, by the copy threads in row bands
+    (NumPy releases the GIL while it copies)."""
+    bands = min(_copy_pool_state["threads"], max(1, src.nbytes >> 22))  # ≥ 4 MB each
+    edges = np.linspace(0, src.shape[0], bands + 1).astype(int)
+    for f in [pool.submit(np.copyto, dst[a:b], src[a:b])
+              for a, b in zip(edges[:-1], edges[1:]) if b > a]:
+        f.result()
+
+
+def streamed_centred_gram(ops, X):
+    """Mean and centred Gram matrix of a host X, streamed to the GPU in row chunks.
+
+    A three-stage pipeline: threads copy chunk i + 1 into a pinned buffer while chunk i
+    travels to the device (asynchronous DMA on a copy stream) and chunk i - 1 is reduced
+    on the compute stream. The GPU holds a few chunks, never X, and the parallel staging
+    outruns a plain copy of X from pageable memory. Each chunk is shifted by the first
+    chunk's mean before its Gram matrix (the shifted-data formula: accurate when the mean
+    is large against the spread); sums and Gram blocks accumulate in float64. Without
+    pinned memory the chunks are copied from X directly (the call returns once a chunk
+    is staged, and the GPU works on the previous one meanwhile).
+    """
+    import cupyx
+
+    n, p = X.shape
+    dt = X.dtype
+    rows = int(max(1, min(n, STREAM_CHUNK_BYTES // (p * dt.itemsize))))
+    starts = list(range(0, n, rows))
+    slots = min(3, len(starts))
+    compute = cp.cuda.get_current_stream()
+    copier = cp.cuda.Stream(non_blocking=True)
+    device_bufs = [cp.empty((rows, p), dtype=dt) for _ in range(slots)]
+    try:
+        host_bufs = [cupyx.empty_pinned((rows, p), dtype=dt) for _ in range(slots)]
+        pool = _copy_pool()
+    except Exception as exc:  # pinned memory is a limited resource
+        logger.info("streaming X without pinned buffers (%s)", exc)
+        host_bufs = pool = None
+    copied = [None] * slots  # the copy out of host slot s is done
+    released = [None] * slots  # compute has finished reading device slot s
+    ones = cp.ones(rows, dtype=dt)
+    G = cp.zeros((p, p), dtype=cp.float64)
+    sums = cp.zeros(p, dtype=cp.float64)
+    shift = None
+    for i, start in enumerate(starts):
+        stop = min(n, start + rows)
+        r, slot = stop - start, i % slots
+        if copied[slot] is not None:
+            copied[slot].synchronize()
+        if host_bufs is not None:
+            src = host_bufs[slot][:r]
+            _stage(pool, src, X[start:stop])
+        else:
+            src = np.ascontiguousarray(X[start:stop])
+        buf = device_bufs[slot][:r]
+        if released[slot] is not None:
+            copier.wait_event(released[slot])
+        buf.set(src, stream=copier)
+        copied[slot] = copier.record()
+        compute.wait_event(copied[slot])
+        if shift is None:
+            shift = (ones[:r] / r) @ buf
+        buf -= shift
+        G += ops.matmul(buf.T, buf)
+        sums += ones[:r] @ buf
+        released[slot] = compute.record()
+    compute.synchronize()  # the pinned buffers go back to the pool only when unused
+    offset = sums / n  # mean - shift
+    G -= n * cp.outer(offset, offset)
+    mean = shift.astype(cp.float64) + offset
+    return mean.astype(dt), G.astype(dt)

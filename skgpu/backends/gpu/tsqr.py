@@ -1,0 +1,140 @@
+"""Tall-skinny QR on the GPU: CholeskyQR passes (GEMMs through cuBLASLt, a float64
+Cholesky through cuSOLVER), shifted CholeskyQR3, and Householder QR (cuSOLVER geqrf/orgqr)
+where CholeskyQR cannot reach working precision. ``ops`` is the GPU backend (its
+``matmul`` and ``asarray``)."""
+
+from __future__ import annotations
+
+import cupy as cp
+import numpy as np
+
+from . import cublas, cusolver
+
+
+def cholesky_qr_pass(ops, Q, shifted):
+    """One CholeskyQR pass: ``Q L⁻ᵀ`` (dtype of Q) and ``Lᵀ`` (float64) from
+    ``chol(QᵀQ [+ shift·I])``; None if the Cholesky factorisation fails (a zero or
+    rank-deficient Q, for example).
+
+    The Gram matrix and its Cholesky factor are float64 whatever Q's dtype (mixed
+    precision, Yamazaki et al. 2015): for a float32 Q the products of its entries are
+    exact in float64, so the pass handles cond(Q) up to ~1e8 instead of ~1e3, and the
+    shift, Fukaya et al.'s 11 (mn + n(n+1)) u ‖Q‖²_F with u the float64 unit roundoff,
+    stays small (with float32's u it exceeds ‖Q‖² itself once m·n ≳ 10⁷, and the pass
+    stops orthogonalising). ‖Q‖²_F = trace(QᵀQ) comes from the Gram matrix on the
+    device: no extra pass over Q, no host sync.
+    """
+    m, n = Q.shape
+    Q64 = Q if Q.dtype == np.float64 else Q.astype(np.float64)
+    G = ops.matmul(Q64.T, Q64)
+    del Q64
+    if shifted:
+        factor = 11.0 * (m * n + n * (n + 1)) * (np.finfo(np.float64).eps / 2)
+        G = G + (factor * cp.trace(G)) * cp.eye(n, dtype=G.dtype)
+    L, info = cusolver.potrf(G)
+    if info != 0:
+        return None
+    L = cp.tril(L)
+    Linv_t = cp.ascontiguousarray(cublas.triangular_inverse(L).T, dtype=Q.dtype)  # (Lᵀ)⁻¹
+    return ops.matmul(Q, Linv_t), L.T
+
+
+def cholesky_qr3(ops, Y):
+    """Shifted CholeskyQR3 (Fukaya et al., SIAM J. Sci. Comput. 2020): Q, R or None.
+
+    Three Gram + Cholesky + triangular-inverse passes, all GEMMs on the tall matrix;
+    the first Gram is shifted so that Cholesky succeeds for cond(Y) up to ~1/eps.
+    Returns None when a Cholesky fails or Q is not orthonormal (rank deficiency),
+    so the caller can use Householder QR instead.
+    """
+    n = Y.shape[1]
+    Q, R = Y, cp.eye(n, dtype=np.float64)
+    for step in range(3):
+        out = cholesky_qr_pass(ops, Q, shifted=step == 0)
+        if out is None:
+            return None
+        Q, R_step = out
+        R = R_step @ R
+    err = float(cp.linalg.norm(ops.matmul(Q.T, Q) - cp.eye(n, dtype=Y.dtype)))
+    if not np.isfinite(err) or err > 100 * n * np.finfo(Y.dtype).eps ** 0.5:
+        return None
+    return Q, R.astype(Y.dtype, copy=False)
+
+
+def rescale_basis(ops, Y):
+    """A well-conditioned basis of span(Y) for the power iterations.
+
+    scikit-learn normalises with LU, which is not orthonormal either: only the span
+    matters until the last step. One shifted CholeskyQR pass suffices here; it falls
+    back to Householder QR when its Cholesky fails.
+    """
+    out = cholesky_qr_pass(ops, Y, shifted=True)
+    if out is None:
+        return cusolver.householder_qr(Y, want_q=True)[0]
+    return out[0]
+
+
+def orthonormalize(ops, Y):
+    out = cholesky_qr3(ops, Y)
+    if out is None:
+        out = cusolver.positive_diagonal(*cusolver.householder_qr(Y, want_q=True))
+    return out[0]
+
+
+def cholesky_qr_adaptive(ops, X, first_pass_limit=0.5):
+    """R of ``X = QR`` by unshifted CholeskyQR passes, stopping as soon as Q is
+    orthonormal to working precision: one pass for a well-conditioned X, two
+    (CholeskyQR2) up to cond(X) ~ 1e7 in float64. The Gram matrix of the next pass is
+    the orthogonality check, so a pass costs two GEMMs on the tall matrix. Returns
+    None when the first Cholesky fails or Q is far from orthonormal (cond(X) beyond
+    CholeskyQR2's reach): the caller then runs shifted CholeskyQR3.
+    ``first_pass_limit`` bounds ‖QᵀQ - I‖ after the first pass (≈ cond(X)²·ε) for a
+    second pass to be tried.
+    """
+    m, n = X.shape
+    eps = np.finfo(X.dtype).eps
+    # The floor of ‖QᵀQ - I‖_F for an orthonormal Q is rounding in the Gram matrix.
+    tau = min(10.0 * eps * np.sqrt(m) * n, 1e-6)
+    eye = cp.eye(n, dtype=X.dtype)
+    G = ops.matmul(X.T, X)
+    Q, R = X, eye
+    for step in range(3):
+        L, info = cusolver.potrf(G)
+        if info != 0:
+            return None
+        L = cp.tril(L)
+        Q = ops.matmul(Q, cp.ascontiguousarray(cublas.triangular_inverse(L).T))
+        R = L.T @ R
+        G = ops.matmul(Q.T, Q)
+        err = float(cp.linalg.norm(G - eye))
+        if err <= tau:
+            return Q, R
+        if not np.isfinite(err) or (step == 0 and err > first_pass_limit):
+            return None
+    return (Q, R) if err <= 100 * n * eps**0.5 else None
+
+
+def qr(ops, X, want_q=True):
+    """Economy ``X = QR`` of a tall X (Q None without ``want_q``), R with a positive
+    diagonal.
+
+    Q is what the CholeskyQR passes produce anyway while they reach orthogonality
+    to working precision, and a second pass is tried only when the first left
+    ‖QᵀQ - I‖ ≤ 1e-4 (cond(X) up to ~7e5 in float64): near CholeskyQR2's limit of
+    ~1e7 its R lost accuracy (RidgeCV's predictions on 2 × 2 float32 data at
+    cond ~1e7, found by the property tests on the H200 host). Beyond that
+    Householder (geqrf + orgqr), not shifted CholeskyQR3: its Q is as orthonormal,
+    but its larger backward error made RidgeCV's leave-one-out at cond 1e10 ~10-40x
+    less accurate than LAPACK's (up to 8.5e-6 relative against exact references,
+    where Householder gives ~2e-7).
+    """
+    X = ops.asarray(X)
+    m, n = X.shape
+    if m >= n:
+        out = cholesky_qr_adaptive(ops, X, 1e-4 if want_q else 0.5)
+        if out is None and not want_q:  # R alone: shifted CholeskyQR3 is enough
+            out = cholesky_qr3(ops, X)
+        if out is not None:
+            return out
+    return cusolver.positive_diagonal(*cusolver.householder_qr(X, want_q=want_q))
+

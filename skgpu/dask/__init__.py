@@ -1,0 +1,25 @@
+"""Dask input: partial results per row chunk on each worker's backend, combined on the client.
+
+:mod:`.runner` runs per-chunk work on the active dask scheduler (with a
+``dask.distributed`` Client, dask-cuda's LocalCUDACluster with one GPU per worker or a
+CPU LocalCluster; no scheduler or communication of our own); :mod:`.linalg` holds the
+chunked algorithms: PCA's covariance, Ridge's normal equations, RidgeCV's leave-one-out
+passes, TSQR and the randomized SVD.
+
+``import skgpu`` never imports this package (nor dask); the estimators import it only
+when they are given a dask array.
+"""
+
+from .linalg import (
+    column_and_projection_variances,
+    pca_covariance,
+    pca_randomized,
+    randomized_svd,
+    ridge_normal_equations,
+    ridgecv_loo,
+)
+
+__all__ = [
+    "column_and_projection_variances", "pca_covariance", "pca_randomized", "randomized_svd",
+    "ridge_normal_equations", "ridgecv_loo",
+]

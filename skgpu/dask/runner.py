@@ -1,0 +1,258 @@
+"""Running per-chunk work on the active dask scheduler: the machinery, no algorithm.
+
+With a ``dask.distributed`` Client and persisted data, one task per worker runs all the
+chunks that worker holds (:func:`run`, with the locality plan of :func:`locality_plan`);
+otherwise one ``dask.delayed`` task per chunk. Each chunk's work selects a backend like an
+in-memory fit does (CuPy chunks run on the GPU). No scheduler or communication of our own.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+
+from ..backends._arrays import is_dask_array
+
+
+def blocks(X):
+    return [b for b in X.to_delayed().ravel()]
+
+
+def compute(tasks):
+    import dask
+
+    return dask.compute(*tasks)
+
+
+def vector_blocks(v, X):
+    """A per-row vector (dask, NumPy or None) split like X's row chunks."""
+    import dask.array as da
+
+    if v is None:
+        return [None] * len(X.chunks[0])
+    if np.ndim(v) == 0:  # a scalar sample weight, as scikit-learn allows
+        v = da.full(X.shape[0], float(v), chunks=(X.chunks[0],))
+    if not is_dask_array(v):
+        v = da.from_array(np.asarray(v), chunks=(X.chunks[0],))
+    else:
+        v = v.rechunk((X.chunks[0],) + v.chunks[1:])
+    return list(v.to_delayed().ravel())
+
+
+def backend_for(block, device, operations):
+    from ..backends import select_backend
+
+    return select_backend(device, operations=operations, X=block)[0]
+
+
+def finite(ops, a):
+    return bool(np.isfinite(float(ops.xp.sum(a, dtype=np.float64))))
+
+
+def host(tree):
+    """Device arrays in a (nested) result to NumPy, 0-d ones to Python floats."""
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(host(t) for t in tree)
+    if tree is None or isinstance(tree, (int, float, np.ndarray, np.generic)):
+        return tree
+    from ..backends._arrays import to_numpy
+
+    a = to_numpy(tree)
+    return float(a) if a.ndim == 0 else a
+
+
+# --- running per-chunk work: one task per chunk, or one per worker ----------------------
+def group_task(func, reduce, blocks, vectors, args, device, operations):
+    """``func(ops, block, *vector_blocks, *args)`` for each chunk of a group, in order,
+    ``ops`` being the chunk's backend. The NumPy arrays among ``args`` (small factors
+    shared by every chunk) are moved to that backend once per group, not once per chunk.
+    ``reduce`` (if given) folds the results where they are (on the worker's device), and
+    only the folded result travels, as NumPy."""
+    moved = {}
+    results = []
+    for i, block in enumerate(blocks):
+        ops = backend_for(block, device, operations)
+        if ops.name not in moved:
+            moved[ops.name] = tuple(ops.asarray(a) if isinstance(a, np.ndarray) else a
+                                    for a in args)
+        results.append(func(ops, block, *(v[i] for v in vectors), *moved[ops.name]))
+    return host(reduce(results) if reduce is not None else results)
+
+
+def persisted(client, arr, n_blocks):
+    """The futures of a dask array's blocks in block order, when it is persisted on
+    ``client``'s cluster (its graph is those futures); else None."""
+    from distributed import futures_of
+
+    from dask.core import flatten
+
+    futures = {f.key: f for f in futures_of(arr) if f.client is client}
+    keys = list(flatten(arr.__dask_keys__()))
+    if len(keys) != n_blocks or not all(k in futures for k in keys):
+        return None
+    return [futures[k] for k in keys]
+
+
+def locality_plan(X, vectors):
+    """With a ``dask.distributed`` client and X (and every dask vector) persisted: the
+    client, each block's future, the vectors' blocks (futures or NumPy slices), and the
+    blocks grouped by the worker that holds them. None otherwise.
+
+    A fit of several passes asks for it once (:func:`runner`): where the chunks are is
+    one scheduler round trip.
+    """
+    try:
+        from distributed import get_client, wait
+
+        client = get_client()
+    except (ImportError, ValueError):
+        return None
+    n_blocks = len(X.chunks[0])
+    fx = persisted(client, X, n_blocks)
+    if fx is None:
+        return None
+    bounds = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    vecs = []
+    for v in vectors:
+        if v is None:
+            vecs.append([None] * n_blocks)
+        elif is_dask_array(v):
+            if v.chunks[0] != X.chunks[0]:
+                return None
+            fv = persisted(client, v, n_blocks)
+            if fv is None:
+                return None
+            vecs.append(fv)
+        else:
+            a = np.full(X.shape[0], float(v)) if np.ndim(v) == 0 else np.asarray(v)
+            vecs.append([a[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])])
+    if not all(f.done() for f in fx):  # (a wait is a round trip through the event loop)
+        wait(fx)
+    who = client.who_has(fx)
+    groups = {}
+    for i, f in enumerate(fx):
+        holders = who.get(f.key) or who.get(str(f.key)) or [None]
+        groups.setdefault(sorted(holders)[0], []).append(i)
+    return client, fx, vecs, groups
+
+
+def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), plan=None):
+    """Apply ``func(ops, block, *vector_blocks, *args)`` to every row chunk of X; return
+    the per-chunk results in order, or, with ``reduce``, the reduced result of each group
+    of chunks (fold them with ``reduce`` once more on the client). ``operations``: what
+    ``func`` needs of a backend (it picks the GPU for CuPy chunks, as in memory).
+
+    X persisted on a ``dask.distributed`` cluster: one task per worker, pinned to it,
+    runs all the chunks that worker holds (no data moves, and the scheduler sees a
+    handful of tasks instead of one per chunk). Otherwise one ``dask.delayed`` task per
+    chunk, on whatever scheduler is active. ``plan``: a :func:`locality_plan` made for
+    this X and these vectors (False: there is none), so that the passes of one fit ask
+    the scheduler where the chunks are only once.
+    """
+    device = configured_device()
+    if plan is None:
+        plan = locality_plan(X, vectors)
+    if not plan:
+        chunks = blocks(X)
+        vblocks = [vector_blocks(v, X) for v in vectors]
+        common = shared(args)  # one graph key for what every chunk reads
+        out = compute([delayed(group_task)(func, reduce, [b], [[vb[i]] for vb in vblocks],
+                                           common, device, operations)
+                       for i, b in enumerate(chunks)])
+        return list(out) if reduce is not None else [r for res in out for r in res]
+    out = gather(plan[0], submit(plan, func, args, reduce, operations, device))
+    if reduce is not None:
+        return out
+    groups = plan[3]
+    order = [i for idx in groups.values() for i in idx]
+    results = [None] * len(plan[1])
+    for i, r in zip(order, [r for res in out for r in res]):
+        results[i] = r
+    return results
+
+
+def per_group(plan, task, *args):
+    """``task(blocks, vector_blocks, first, *args)`` delayed, once per group of the plan,
+    each restricted (loosely: should that worker be gone, the task runs elsewhere) to the
+    worker holding the group's chunks; ``first`` is True for one group. Nothing is sent
+    until :func:`gather`."""
+    import dask
+
+    _, fx, vecs, groups = plan
+    task = dask.delayed(task, pure=False)
+    tasks = []
+    for worker, idx in groups.items():
+        where = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+        with dask.annotate(**where):
+            tasks.append(task([fx[i] for i in idx], [[v[i] for i in idx] for v in vecs],
+                              not tasks, *args))
+    return tasks
+
+
+def pass_task(blocks, vectors, first, func, reduce, args, device, operations):
+    return group_task(func, reduce, blocks, vectors, args, device, operations)
+
+
+def submit(plan, func, args=(), reduce=None, operations=("matmul",), device=None):
+    """The tasks of one pass on a distributed plan (see :func:`per_group`)."""
+    device = configured_device() if device is None else device
+    return per_group(plan, pass_task, func, reduce, args, device, operations)
+
+
+#: The futures of the last pass computed, let go only once the next pass is submitted.
+_last_pass: list = []
+_last_pass_lock = threading.Lock()
+
+
+def gather(client, tasks):
+    """Compute ``tasks`` (delayed) on ``client`` and return their results.
+
+    The client sends its messages to the scheduler in batches, at most one every 10 ms,
+    and the scheduler its messages to a worker at most one every 5 ms. So the tasks go
+    as one graph (submitted one by one, they may be split across two batches, the
+    second 10 ms late), and the futures of a pass are released only after the next pass
+    (of this fit or the next) has been submitted: released as soon as their results
+    arrive, their release messages (to the scheduler, then to the worker) would hold
+    back that next submission. Measured on one dask-cuda worker: PCA 38 against 43 ms,
+    RidgeCV 147 against 156 ms (medians).
+    """
+    global _last_pass
+    futures = client.compute(tasks, optimize_graph=False)
+    with _last_pass_lock:
+        previous, _last_pass = _last_pass, futures
+    del previous  # released here, after the submission above
+    return client.gather(futures)
+
+
+def for_fit(X, vectors=()):
+    """``run`` for the passes of one fit over X and ``vectors``, with the locality plan
+    made once."""
+    plan = locality_plan(X, vectors) or False
+    return functools.partial(run, X=X, vectors=vectors, plan=plan)
+
+
+
+def sum_pairs(results):
+    return tuple(sum(r[j] for r in results) for j in range(len(results[0])))
+
+
+
+def delayed(func):
+    import dask
+
+    return dask.delayed(func, pure=True)
+
+
+def shared(value):
+    """One graph key for a value every chunk's task reads (not one copy per task)."""
+    import dask
+
+    return dask.delayed(value, pure=True)
+
+
+def configured_device():
+    from .._config import get_config
+
+    return get_config()["device"]
