@@ -202,8 +202,14 @@ def test_truncated_svd_like_sklearn(device, case, k):
     params = dict(n_components=min(k, X.shape[1] - 1) or 1, algorithm="arpack",
                   random_state=0)
 
+    def exact_singular_values():
+        Xh = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+        scale = max(float(np.max(np.abs(Xh), initial=0.0)), np.finfo(np.float64).tiny)
+        return np.linalg.svd(Xh / scale, compute_uv=False)[:params["n_components"]] * scale
+
     def results(a, b):
-        yield "singular_values_", a.singular_values_, b.singular_values_
+        yield ("singular_values_", a.singular_values_, b.singular_values_,
+               exact_singular_values)
         Xd = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.longdouble)
         yield ("explained_variance_", a.explained_variance_, b.explained_variance_,
                lambda: np.var(Xd @ a.components_.T.astype(np.longdouble), axis=0))

@@ -19,7 +19,7 @@ from ..utils.validation import (
     prepare,
     validate_inverse_input,
 )
-from ._pca import _arpack_svd, _flip_signs, _row_signs
+from ._pca import _arpack_svd, _flip_signs, _max_abs, _power_of_two, _row_signs
 
 
 #: Bytes of the centred row block formed at a time by :func:`_column_variance_sum`.
@@ -167,6 +167,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
             def work(ops):
                 Xh = to_numpy(X)
                 U, S, Vt = _arpack_svd(Xh, self.n_components, tol=self.tol,
+                                       scale=_power_of_two(_max_abs(Xh)),
                                        random_state=random_state)
                 Xt = np.asarray(Xh @ Vt.T) if self.tol > 0 else U * S
                 return Vt, S, Xt, np.var(Xt, axis=0), _column_variance_sum(ops, Xh)
