@@ -161,6 +161,53 @@ def test_non_finite_x_gets_sklearns_error(device, solver, bad, match, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pinned", [True, False])
+def test_numpy_x_copied_through_pinned_buffers_and_kept(rng, monkeypatch, dtype, pinned):
+    """A large NumPy X goes to the device through pinned buffers in chunks (``asarray``,
+    also converting the dtype while staged) and equals CuPy's own copy; ``centred_gram``
+    can keep the streamed chunks as X's device copy, and PCA.fit_transform projects that
+    copy: the same numbers as fit then transform, and NaN still raises."""
+    import cupy as cp
+    import cupyx
+
+    from skgpu.backends import get_backend
+    from skgpu.backends.gpu import staging
+
+    if not pinned:
+        def no_pinned(*args, **kwargs):
+            raise MemoryError("no pinned memory in this test")
+
+        monkeypatch.setattr(cupyx, "empty_pinned", no_pinned)
+    n, p = 301, 12
+    X = (3.0 * rng.standard_normal((n, p)) + 100.0).astype(dtype)
+    monkeypatch.setattr(staging, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(staging, "STREAM_CHUNK_BYTES", 37 * p * X.itemsize)
+    ops = get_backend("gpu")
+    Xd = ops.asarray(X)
+    assert isinstance(Xd, cp.ndarray) and Xd.dtype == dtype
+    np.testing.assert_array_equal(Xd.get(), X)
+    X64 = X.astype(np.float64)
+    np.testing.assert_array_equal(ops.asarray(X64, dtype=np.float32).get(),
+                                  X64.astype(np.float32))
+    np.testing.assert_array_equal(ops.asarray(np.asfortranarray(X)).get(), X)
+    mean, G, kept = ops.centred_gram(X, return_X=True)
+    np.testing.assert_array_equal(kept.get(), X)
+    mean2, G2 = ops.centred_gram(X)
+    np.testing.assert_array_equal(mean.get(), mean2.get())
+    np.testing.assert_array_equal(G.get(), G2.get())
+    pca = PCA(4, svd_solver="covariance_eigh")
+    with skgpu.config_context(device="gpu"):
+        Z = pca.fit_transform(X)
+        assert isinstance(Z, np.ndarray) and Z.dtype == dtype
+        assert_allclose_rel(Z, pca.transform(X), tol(dtype, backend="gpu"))
+        bad = X.copy()
+        bad[200, 3] = np.nan
+        with pytest.raises(ValueError, match="Input X contains NaN"):
+            PCA(4, svd_solver="covariance_eigh").fit_transform(bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("rows_per_chunk", [1, 7, 64, 1000])
 @pytest.mark.parametrize("pinned", [True, False])
 def test_numpy_x_streamed_to_the_gpu(rng, monkeypatch, dtype, rows_per_chunk, pinned):

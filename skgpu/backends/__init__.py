@@ -10,7 +10,8 @@ operation            meaning
 ``to_host``          backend array to NumPy
 ``column_mean``      (weighted) column mean by one GEMV
 ``gram``             ``XᵀX`` with the centering ``- n·μμᵀ`` folded in
-``centred_gram``     ``(μ, (X-μ)ᵀ(X-μ))``; a large NumPy X is streamed to the GPU in chunks
+``centred_gram``     ``(μ, (X-μ)ᵀ(X-μ))`` (and X on the backend, if asked); a large
+                     NumPy X is streamed to the GPU in chunks
 ``matmul``           ``a @ b (+ bias)``: cuBLASLt with the BIAS epilog on the GPU
 ``spmm``             sparse @ dense
 ``scale_rows``       ``diag(s) @ X``, sparse kept sparse

@@ -145,10 +145,10 @@ class CPUBackend:
             G -= X.shape[0] * np.outer(mean, mean)
         return G
 
-    def centred_gram(self, X):
+    def centred_gram(self, X, return_X=False):
         X = self.asarray(X)
         mean = self.column_mean(X)
-        return mean, self.gram(X, mean)
+        return (mean, self.gram(X, mean), X) if return_X else (mean, self.gram(X, mean))
 
     def matmul(self, a, b, bias=None):
         out = a @ b

@@ -71,7 +71,7 @@ def _flip_signs(ops, U, Vt):
     return U, Vt
 
 
-def _fit_covariance_eigh(ops, inp, estimator):
+def _fit_covariance_eigh(ops, inp, estimator, keep=False):
     """Eigendecomposition of the covariance (the backend's ``centred_gram``: the mean
     folded into the Gram matrix, and a NumPy X streamed to the GPU in chunks).
 
@@ -79,19 +79,23 @@ def _fit_covariance_eigh(ops, inp, estimator):
     here, on the mean: a NaN or infinity anywhere in X reaches it, and scikit-learn's
     error for X is raised before anything is fitted. (The CPU backend checks X first:
     the pass is cheap there, and NumPy would warn on the arithmetic.)
+
+    Returns the decomposition and, with ``keep``, the input with X on ``ops`` (streamed
+    there once, for a transform to follow), else None.
     """
     X = inp.data
     n_samples = X.shape[0]
     if not inp.finite and not ops.is_gpu:
         assert_all_finite(X, estimator)
-    mean, C = ops.centred_gram(X)
+    mean, C, *on_backend = ops.centred_gram(X, return_X=keep)
     mean = ops.to_host(mean)
     if not inp.finite and not np.all(np.isfinite(mean)):
         assert_all_finite(X, estimator)
     if not inp.sparse:
         exact_constant_columns(X, mean, C, n_samples)
     C /= n_samples - 1
-    return _from_covariance(ops, C, mean, n_samples)
+    moved = inp.on_backend(ops, on_backend[0]) if keep else None
+    return _from_covariance(ops, C, mean, n_samples), moved
 
 
 def _from_covariance(ops, C, mean, n_samples):
@@ -366,10 +370,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
         self._fit_svd_solver = self.solver_ = solver
         return result, X, cpu
 
-    def _fit(self, X, spec):
+    def _fit(self, X, spec, keep_data=False):
         """Fit in-memory X, classified by the caller as ``spec``: returns the solver's
         result, the :class:`~skgpu.utils.validation.Input` made of X (marked finite once
-        checked) and the backend."""
+        checked; with ``keep_data``, X on the fit's backend where the solver put it there
+        anyway) and the backend."""
         if spec.sparse and self.svd_solver not in ("auto", "arpack", "covariance_eigh"):
             raise TypeError(
                 'PCA only support sparse inputs with the "arpack" and'
@@ -403,27 +408,28 @@ class PCA(SklearnConversionMixin, _SkPCA):
 
             result, backend = run_with_fallback(work, device="cpu", X=inp,
                                                 what="PCA.fit (arpack runs on the CPU)")
+            moved = None
         else:
             operations = {"covariance_eigh": ("centred_gram", "eigh"), "full": ("svd",),
                           "randomized": ("randomized_svd",)}[solver]
 
             def work(ops):
                 if solver == "covariance_eigh":
-                    return _fit_covariance_eigh(ops, inp, self)
+                    return _fit_covariance_eigh(ops, inp, self, keep=keep_data)
                 if solver == "full":
-                    return _fit_full(ops, X)
+                    return _fit_full(ops, X), None
                 return _fit_randomized(
                     ops, X, n_components, n_oversamples=self.n_oversamples,
                     n_iter=self.iterated_power, normalizer=self.power_iteration_normalizer,
                     random_state=random_state,
-                )
+                ), None
 
-            result, backend = run_with_fallback(work, operations=operations, X=inp,
-                                                what=f"PCA.fit ({solver})")
+            (result, moved), backend = run_with_fallback(work, operations=operations, X=inp,
+                                                         what=f"PCA.fit ({solver})")
         self._set_fitted(result, solver, n_components, n_samples, n_features, X.dtype)
         self.backend_ = backend.name
         self._fit_svd_solver = self.solver_ = solver
-        return result, inp.known_finite(), backend
+        return result, (inp if moved is None else moved).known_finite(), backend
 
     def _set_fitted(self, r, solver, n_components, n_samples, n_features, dtype):
         ev, S, Vt = r.explained_variance, r.S, r.Vt
@@ -492,7 +498,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
         if is_dask_array(X):
             self._fit_dask(X)
             return self.transform(X)
-        result, inp, backend = self._fit(X, container_of(X))
+        result, inp, backend = self._fit(X, container_of(X), keep_data=True)
         if result.U is None:
             return self._project(inp)
         k = self.n_components_

@@ -87,6 +87,11 @@ class Input:
         """This input, marked finite (a solver found it so on its way)."""
         return self if self.finite else dataclasses.replace(self, finite=True)
 
+    def on_backend(self, ops, data) -> Input:
+        """This input with ``data``, X moved to the backend ``ops`` (its container, for
+        the output, stays the caller's)."""
+        return dataclasses.replace(self, data=data, on_device=bool(ops.is_gpu))
+
     def with_data(self, data) -> Input:
         """This input with ``data`` replaced by an equivalent array (another sparse
         format, say)."""

@@ -40,6 +40,10 @@ class GPUBackend:
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):
+        if (isinstance(X, np.ndarray) and X.flags.c_contiguous and X.ndim >= 1
+                and X.nbytes >= staging.STREAM_MIN_BYTES
+                and (dtype is None or np.can_cast(X.dtype, dtype, "same_kind"))):
+            return staging.to_device(X, dtype)  # large host X: pinned, threaded copies
         X = to_cupy(X)
         if dtype is not None and X.dtype != dtype:
             X = X.astype(dtype)
@@ -80,14 +84,15 @@ class GPUBackend:
             G -= X.shape[0] * cp.outer(mean, mean)
         return G
 
-    def centred_gram(self, X):
-        """``(mean, (X - mean)ᵀ(X - mean))``. A NumPy X of ``staging.STREAM_MIN_BYTES`` or
-        more is not copied to the GPU whole: see :func:`.staging.streamed_centred_gram`."""
+    def centred_gram(self, X, return_X=False):
+        """``(mean, (X - mean)ᵀ(X - mean))``, and X on the device with ``return_X``. A
+        NumPy X of ``staging.STREAM_MIN_BYTES`` or more is streamed to the GPU in chunks
+        (:func:`.staging.streamed_centred_gram`), not copied whole first."""
         if isinstance(X, np.ndarray) and X.ndim == 2 and X.nbytes >= staging.STREAM_MIN_BYTES:
-            return staging.streamed_centred_gram(self, X)
+            return staging.streamed_centred_gram(self, X, keep=return_X)
         X = self.asarray(X)
         mean = self.column_mean(X)
-        return mean, self.gram(X, mean)
+        return (mean, self.gram(X, mean), X) if return_X else (mean, self.gram(X, mean))
 
     def matmul(self, a, b, bias=None):
         if is_sparse(a):
