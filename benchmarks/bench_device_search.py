@@ -76,7 +76,12 @@ def _profile_numpy(X, y):
         "scikit-learn fold indexing (_safe_indexing)": cumulative("sklearn/utils", "_safe_indexing"),
         "skgpu input validation (validate_data)": cumulative("skgpu/utils/validation",
                                                             "validate_data"),
-        "host-to-device copies (cupy.asarray)": cumulative("cupy", "asarray"),
+        "host-to-device copies (cupy.asarray, from pageable memory)": cumulative(
+            "cupy", "asarray"),
+        "covariance pass streamed from the host (staging.streamed_centred_gram)": cumulative(
+            "skgpu/backends/gpu/staging", "streamed_centred_gram"),
+        "host-to-device copies through pinned buffers (staging.to_device)": cumulative(
+            "skgpu/backends/gpu/staging", "to_device"),
         "device-to-host copies (ndarray.get)": cumulative("cupy", "get"),
         "PCA.fit_transform": cumulative("skgpu/decomposition/_pca", "fit_transform"),
         "PCA.transform": cumulative("skgpu/decomposition/_pca", "transform"),
