@@ -5,7 +5,8 @@ A tapered Gaussian process on a large 2-D spatial field
 With a compactly supported covariance — here a Matérn kernel multiplied by a Wendland
 taper — only nearby pairs of points are correlated, the covariance matrix is sparse, and
 :class:`skgpu.gaussian_process.GaussianProcessRegressor` fits and predicts through a sparse
-Cholesky (cuDSS on the GPU, SuperLU on the CPU) without ever forming a dense n × n matrix.
+Cholesky (cuDSS on the GPU, CHOLMOD or SuperLU on the CPU) without ever forming a dense
+n × n matrix.
 """
 
 import time

@@ -453,3 +453,59 @@ def test_cached_matmul_plans_keep_no_operand_alive(bias):
 
 
 A_BYTES = 4096 * 1024 * 4
+
+
+@pytest.mark.parametrize("n", [1, 2, 400])
+def test_cpu_sparse_factors_agree(rng, monkeypatch, n):
+    """CHOLMOD (the ``sparse`` extra) and SuperLU, the fallback without it, give the same
+    logdet and solves on the same tapered matrices, before and after a refactor; without
+    cvxopt the backend hands out SuperLU; CHOLMOD leaves cvxopt's options as they were."""
+    pytest.importorskip("cvxopt")
+    from cvxopt import cholmod
+
+    from skgpu.backends import _cpu
+
+    A = tapered_spd(rng, n) if n > 2 else sp.csr_matrix(np.diag(rng.uniform(1, 2, n)))
+    A2 = A.copy()
+    A2.data *= rng.uniform(0.9, 1.1, A2.data.size)
+    A2 = ((A2 + A2.T) / 2).tocsr()
+    A2 = A2 + sp.identity(n, format="csr")  # same pattern (the diagonal is stored)
+    B = rng.standard_normal((n, 3))
+    cholmod.options["supernodal"] = 0
+    chol = _cpu.CholmodSPDFactor(A, "matrix")
+    assert cholmod.options == {"supernodal": 0}
+    del cholmod.options["supernodal"]
+    lu = _cpu.SparseSPDFactor(A, "matrix")
+    for step in range(2):
+        dense = (A if step == 0 else A2).toarray()
+        exact = np.linalg.slogdet(dense)[1]
+        assert chol.logdet() == pytest.approx(exact, rel=1e-12, abs=1e-12)
+        assert lu.logdet() == pytest.approx(exact, rel=1e-12, abs=1e-12)
+        assert_allclose_rel(chol.solve(B), np.linalg.solve(dense, B), 1e-10)
+        assert_allclose_rel(chol.solve(B[:, 0]), np.linalg.solve(dense, B[:, 0]), 1e-10)
+        chol.refactor(A2)
+        lu.refactor(A2)
+    monkeypatch.setattr(_cpu, "_cholmod", lambda: None)
+    assert isinstance(_cpu.CPUBackend().sparse_spd(A), _cpu.SparseSPDFactor)
+
+
+def test_sparse_gp_likelihood_same_with_cholmod_and_superlu(rng, monkeypatch):
+    """The tapered GP's LML at a theta equal to 1e-10 relative on both CPU factors; its
+    central-difference gradient to the differences' own accuracy."""
+    pytest.importorskip("cvxopt")
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    from skgpu.backends import _cpu, get_backend
+    from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood
+    from skgpu.gaussian_process.kernels import Tapered
+
+    X = rng.uniform(0, 1, (3000, 2))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(3000)
+    r = np.sqrt(30 / (np.pi * 3000))
+    kernel = (ConstantKernel(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r)
+              + WhiteKernel(0.01))
+    chol = SparseLogMarginalLikelihood(get_backend("cpu"), X, y, 1e-10)(kernel, True)
+    monkeypatch.setattr(_cpu, "_cholmod", lambda: None)
+    lu = SparseLogMarginalLikelihood(get_backend("cpu"), X, y, 1e-10)(kernel, True)
+    assert chol[0] == pytest.approx(lu[0], rel=1e-10)
+    assert_allclose_rel(chol[1], lu[1], 1e-6)

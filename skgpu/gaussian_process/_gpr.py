@@ -228,7 +228,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         The kernel with the optimised hyperparameters.
     L_ : ndarray of shape (n_samples, n_samples) or None
         Lower-triangular Cholesky factor of ``K(X_train_) + alpha·I``; None on the
-        sparse path, where the factor lives in the sparse solver (cuDSS or SuperLU),
+        sparse path, where the factor lives in the sparse solver (cuDSS, CHOLMOD or SuperLU),
         is dropped on pickling and rebuilt on demand.
     alpha_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
         ``(K + alpha·I)⁻¹ y_train_``.
@@ -250,8 +250,9 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     :class:`~skgpu.gaussian_process.kernels.Tapered` one, times ConstantKernels, plus a
     WhiteKernel — only pairs closer than R enter K. They are found by a k-d tree, the
     kernel is evaluated on them, and K is factored by a sparse Cholesky (cuDSS on the
-    GPU, SuperLU in symmetric mode on the CPU); each optimizer step refactorises on the
-    same pattern, which is rebuilt only when the support radius outgrows it. The LML
+    GPU; on the CPU CHOLMOD with the ``sparse`` extra, else SuperLU in symmetric mode);
+    each optimizer step refactorises on the same pattern, which is rebuilt only when the
+    support radius outgrows it. The LML
     gradient there is by central differences (two refactorisations per hyperparameter,
     ~1e-7 relative), since the exact one needs a selected inversion no library here
     provides. No dense n × n matrix is formed; ``return_cov`` and ``sample_y`` are

@@ -4,9 +4,10 @@ With a kernel that is zero beyond a distance R (Wendland, Tapered, and their pro
 ConstantKernel plus a WhiteKernel), only pairs closer than R enter the Gram matrix. The
 pairs come from a k-d tree (scipy.spatial.cKDTree, on the host); the kernel is evaluated
 on them as vectors on the backend; the SPD matrix is factored by ``ops.sparse_spd`` (cuDSS
-on the GPU, SuperLU in symmetric mode on the CPU). The factorisation's symbolic analysis
-is kept: each new theta writes new values into the same pattern and refactorises, and the
-pattern is rebuilt only when the support radius grows past it (or shrinks well below it).
+on the GPU; on the CPU CHOLMOD where cvxopt is installed, else SuperLU in symmetric mode).
+The factorisation's symbolic analysis is kept: each new theta writes new values into the
+same pattern and refactorises, and the pattern is rebuilt only when the support radius
+grows past it (or shrinks well below it).
 
 The LML gradient is by central differences of the LML in log-theta (step ``FD_STEP``),
 two refactorisations per hyperparameter: accurate to ~1e-7 relative, deterministic. (The
