@@ -25,6 +25,7 @@ from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, unsupported_reason
+from ._memory import check_host_memory
 from ._sparse import (
     SparseLogMarginalLikelihood,
     sparse_predict,
@@ -372,6 +373,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                 from ..backends import get_backend
 
                 ops = get_backend("cpu")
+            if not sparse and not ops.is_gpu:
+                self._check_host_memory("GaussianProcessRegressor.fit", ops, kernel,
+                                        X_train, y_train, alpha,
+                                        gradient=self.optimizer is not None)
             fit_kernel = kernel.clone_with_theta(kernel.theta)
             # each attempt (a CPU rerun after a GPU out-of-memory) draws the same restarts
             attempt_rng = copy.deepcopy(rng)
@@ -404,6 +409,21 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                         "evaluations, %.2f s", backend.name, self.cholesky_,
                         result.n_evaluations, time.perf_counter() - start)
         return self
+
+    @staticmethod
+    def _check_host_memory(what, ops, kernel, X, y, alpha, gradient):
+        """Refuse, with the numbers, a dense evaluation the host's memory cannot hold
+        (:mod:`._memory`); the probe runs on a subsample, on the CPU."""
+        n = len(X)
+
+        def make_lml(index):
+            sub_alpha = alpha if np.ndim(alpha) == 0 else np.asarray(alpha)[index]
+            Xs = X[index] if hasattr(X, "shape") else [X[i] for i in index]
+            return _LogMarginalLikelihood(ops, Xs, np.asarray(y)[index], sub_alpha)
+
+        n_features = X.shape[1] if getattr(X, "ndim", 1) == 2 else 1
+        n_targets = y.shape[1] if np.ndim(y) == 2 else 1
+        check_host_memory(what, make_lml, kernel, n, gradient, n_features, n_targets)
 
     def _use_sparse(self, kernel, X):
         """Whether the fit takes the sparse path (``cholesky`` resolved)."""
@@ -574,6 +594,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                                                       alpha)
                     cache[("lml", ops.name)] = lml
                 return lml(kernel, eval_gradient)
+            if not ops.is_gpu:
+                self._check_host_memory("GaussianProcessRegressor.log_marginal_likelihood",
+                                        ops, kernel, self.X_train_, self.y_train_, alpha,
+                                        gradient=eval_gradient)
             X = self._state_on(ops)[2] if vector else self.X_train_
             return _LogMarginalLikelihood(ops, X, self.y_train_, alpha)(kernel, eval_gradient)
 

@@ -1,0 +1,174 @@
+"""Memory a dense Gaussian-process fit needs, known before it starts (issue 24).
+
+The dense path holds a few n × n float64 matrices at once: the kernel matrix and its
+factor, the half inverse, and the gradient's terms, how many depends on the kernel (on
+the CPU, one LML with its gradient peaked at 3.1 n² · 8 bytes for ``C * RBF(ARD) +
+WhiteKernel`` and at 7.0 n² · 8 for ``C * Matern(nu=2.5) + WhiteKernel``). So the
+multiplier is measured, not tabulated: the same evaluation on a subsample of
+``PROBE_SAMPLES`` points under :mod:`tracemalloc`, scaled by (n / n₀)². Before a dense fit
+or likelihood on the CPU backend (chosen, or fallen back to after a GPU out-of-memory
+error), the bytes are compared with the memory the host has available; work it cannot
+hold raises a ``MemoryError`` that states the bytes needed, the memory available and the
+largest n that fits, instead of paging or being killed by the operating system, and work
+it can hold is logged with its estimated time. The probe runs only where
+``UNPROBED_MULTIPLIER`` matrices would not fit: small fits cost nothing more. The GPU's
+own peak is not estimated here: its out-of-memory error falls back to the CPU, where the
+check applies.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import tracemalloc
+
+import numpy as np
+
+logger = logging.getLogger("skgpu")
+
+#: Points of the subsample whose evaluation measures the kernel's memory multiplier.
+PROBE_SAMPLES = 256
+#: Multiplier used where the probe cannot run (a kernel not positive definite there).
+DEFAULT_MULTIPLIER = 8.0
+#: No probe while this many n × n matrices fit (every kernel measured held at most 7): a
+#: small fit, as a search makes by the hundred, costs nothing more.
+UNPROBED_MULTIPLIER = 24.0
+#: Fraction of the available host memory the estimate may take (the rest: the
+#: interpreter, the data, rounding of the estimate).
+HOST_FRACTION = 0.9
+#: From this n on, a CPU fit or likelihood logs its estimated time at INFO.
+LOG_TIME_MIN_SAMPLES = 5_000
+
+
+def host_available_bytes() -> int | None:
+    """Memory the host can give without swapping (Linux: MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def gpu_free_bytes() -> int | None:
+    """Free memory of the current GPU plus what CuPy's pool holds unused, or None."""
+    from ..backends import gpu_status
+
+    if not gpu_status()[0]:
+        return None
+    try:
+        import cupy as cp
+
+        free, _ = cp.cuda.runtime.memGetInfo()
+        return int(free + cp.get_default_memory_pool().free_bytes())
+    except Exception:
+        return None
+
+
+def measure_multiplier(make_lml, kernel, n, gradient, probe=PROBE_SAMPLES):
+    """Peak bytes of one dense evaluation (with the final factorisation a fit ends with)
+    on ``probe`` of the n points, over ``probe² · 8``: the number of n × n float64
+    matrices the evaluation holds at its peak. ``make_lml(index)`` builds the CPU
+    likelihood object for the rows ``index``."""
+    m = min(n, probe)
+    if m < 16:
+        return DEFAULT_MULTIPLIER
+    index = np.linspace(0, n - 1, m).astype(int)
+    own = not tracemalloc.is_tracing()
+    if own:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        lml = make_lml(index)
+        value = lml(kernel, gradient)
+        first = value[0] if gradient else value
+        Km, _ = lml.kernel_matrix(kernel)
+        factor = lml.ops.cholesky(Km, what="kernel matrix", overwrite=True)
+        np.tril(lml.ops.to_host(factor.lower))
+        del Km, factor
+        peak = tracemalloc.get_traced_memory()[1] - base
+    except np.linalg.LinAlgError:
+        return DEFAULT_MULTIPLIER
+    finally:
+        if own:
+            tracemalloc.stop()
+    if not np.isfinite(first):
+        return DEFAULT_MULTIPLIER
+    return max(peak / (8.0 * m * m), 1.0)
+
+
+def dense_bytes(n, multiplier, n_features=1, n_targets=1):
+    """Bytes of a dense evaluation at n points: ``multiplier`` n × n float64 matrices,
+    plus the O(n·d) data."""
+    return int(8 * (multiplier * n * n + 4 * n * (n_features + n_targets)))
+
+
+def largest_n(available, multiplier, n_features=1, n_targets=1):
+    """The largest n whose dense evaluation takes at most ``available`` bytes."""
+    if available <= 0:
+        return 0
+    a, b = 8.0 * multiplier, 32.0 * (n_features + n_targets)
+    n = int((-b + math.sqrt(b * b + 4 * a * available)) / (2 * a))
+    while n > 0 and dense_bytes(n + 1, multiplier, n_features, n_targets) <= available:
+        n += 1
+    while n > 0 and dense_bytes(n, multiplier, n_features, n_targets) > available:
+        n -= 1
+    return n
+
+
+def _gb(value):
+    return f"{value / 1e9:.1f} GB"
+
+
+_RATE = {}
+
+
+def _cpu_flop_rate():
+    """Floating-point operations per second of this machine's BLAS (one 1024² GEMM)."""
+    if "rate" not in _RATE:
+        a = np.ones((1024, 1024))
+        a @ a
+        start = time.perf_counter()
+        a @ a
+        _RATE["rate"] = 2 * 1024**3 / max(time.perf_counter() - start, 1e-9)
+    return _RATE["rate"]
+
+
+def check_host_memory(what, make_lml, kernel, n, gradient, n_features=1, n_targets=1):
+    """Raise ``MemoryError`` (bytes needed, memory available on each backend, the
+    largest n that fits) unless the host can hold a dense evaluation at n points; log
+    the estimated time of one evaluation when it can and n is large."""
+    available = host_available_bytes()
+    if available is None:
+        return
+    usable = int(HOST_FRACTION * available)
+    if dense_bytes(n, UNPROBED_MULTIPLIER, n_features, n_targets) <= usable:
+        needed = None
+    else:
+        multiplier = measure_multiplier(make_lml, kernel, n, gradient)
+        needed = dense_bytes(n, multiplier, n_features, n_targets)
+    if needed is not None and needed > usable:
+        gpu = gpu_free_bytes()
+        fits = largest_n(usable, multiplier, n_features, n_targets)
+        raise MemoryError(
+            f"{what}: the dense path needs about {_gb(needed)} at n = {n:,} "
+            f"({multiplier:.1f} n x n float64 matrices at its peak, measured for this "
+            f"kernel), but the CPU has {_gb(available)} available"
+            + ("" if gpu is None else f" and the GPU {_gb(gpu)} free")
+            + f". The largest n that fits in the CPU's memory is {fits:,}. Use fewer "
+            "samples, the sparse path (a compactly supported kernel: Tapered, "
+            "Wendland), or a machine with more memory.")
+    if n >= LOG_TIME_MIN_SAMPLES:
+        seconds = (1.0 if gradient else 1.0 / 3.0) * n**3 / _cpu_flop_rate()
+        logger.info("%s on the CPU (n = %d): %s at this machine's BLAS rate, ~%.0f s per "
+                    "likelihood evaluation", what, n,
+                    "memory enough" if needed is None else f"about {_gb(needed)} of memory",
+                    seconds)

@@ -1,0 +1,120 @@
+"""A dense Gaussian-process fit knows the memory it needs before it starts (issue 24):
+work the host cannot hold is refused with the numbers, on the CPU backend and on the CPU
+fallback after a GPU out-of-memory error."""
+
+import re
+import tracemalloc
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process.kernels import RBF, Matern, WhiteKernel
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+from test_fallback import oom_gpu  # noqa: F401 - the injected out-of-memory GPU fixture
+
+import skgpu
+from skgpu.backends import get_backend
+from skgpu.gaussian_process import GaussianProcessRegressor, _memory
+from skgpu.gaussian_process._gpr import _LogMarginalLikelihood
+
+KERNELS = {"C*RBF(ARD)+White": lambda d: C() * RBF(np.ones(d)) + WhiteKernel(),
+           "C*Matern(2.5)+White": lambda d: C() * Matern(1.0, nu=2.5) + WhiteKernel()}
+
+
+def _data(rng, n, d=4):
+    X = rng.standard_normal((n, d))
+    return X, np.sin(X[:, 0]) + 0.1 * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("gradient", [False, True])
+def test_probe_predicts_the_peak_of_the_full_evaluation(rng, name, gradient):
+    """The multiplier measured on 256 points, times n², is the peak tracemalloc sees for
+    the evaluation at n = 1,200 itself, to 15%."""
+    n = 1200
+    X, y = _data(rng, n)
+    kernel = KERNELS[name](X.shape[1])
+    cpu = get_backend("cpu")
+
+    def make(index):
+        return _LogMarginalLikelihood(cpu, X[index], y[index], 1e-10)
+
+    multiplier = _memory.measure_multiplier(make, kernel, n, gradient)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        lml = make(np.arange(n))
+        lml(kernel, gradient)
+        Km, _ = lml.kernel_matrix(kernel)
+        factor = cpu.cholesky(Km, what="kernel matrix", overwrite=True)
+        np.tril(factor.lower)
+        del Km, factor
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert _memory.dense_bytes(n, multiplier, 4) == pytest.approx(peak, rel=0.15)
+
+
+def test_largest_n_is_the_largest_that_fits():
+    for available in (10**6, 3 * 10**8, 7 * 10**10):
+        for multiplier in (1.0, 3.1, 7.0):
+            n = _memory.largest_n(available, multiplier, 8, 1)
+            assert _memory.dense_bytes(n, multiplier, 8, 1) <= available
+            assert _memory.dense_bytes(n + 1, multiplier, 8, 1) > available
+
+
+@pytest.mark.parametrize("optimizer", [None, "fmin_l_bfgs_b"])
+def test_fit_the_host_cannot_hold_is_refused_with_the_numbers(rng, monkeypatch, optimizer):
+    """With 60 MB available a dense fit at n = 3,000 (hundreds of MB) raises at once,
+    leaves the estimator unfitted, and names the largest n that fits; a fit at that n
+    then runs under the same limit."""
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 60 * 10**6)
+    X, y = _data(rng, 3000)
+    gp = GaussianProcessRegressor(KERNELS["C*Matern(2.5)+White"](4), optimizer=optimizer)
+    with skgpu.config_context(device="cpu"):
+        with pytest.raises(MemoryError, match=r"needs about .* GB at n = 3,000") as info:
+            gp.fit(X, y)
+        assert not hasattr(gp, "kernel_")
+        fits = int(re.search(r"largest n that fits in the CPU's memory is ([\d,]+)",
+                             str(info.value)).group(1).replace(",", ""))
+        assert 500 < fits < 3000
+        gp.fit(X[:fits], y[:fits])
+    assert gp.kernel_ is not None
+
+
+def test_log_marginal_likelihood_the_host_cannot_hold_is_refused(rng, monkeypatch):
+    X, y = _data(rng, 1500)
+    with skgpu.config_context(device="cpu"):
+        gp = GaussianProcessRegressor(KERNELS["C*RBF(ARD)+White"](4), optimizer=None).fit(X, y)
+        monkeypatch.setattr(_memory, "host_available_bytes", lambda: 20 * 10**6)
+        with pytest.raises(MemoryError, match="log_marginal_likelihood: the dense path"):
+            gp.log_marginal_likelihood(gp.kernel_.theta, eval_gradient=True)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_small_fits_are_not_probed(rng, monkeypatch):
+    """While 24 n x n matrices fit, no probe runs (a search's many small fits)."""
+    def no_probe(*args, **kwargs):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(_memory, "measure_multiplier", no_probe)
+    X, y = _data(rng, 400)
+    with skgpu.config_context(device="cpu"):
+        GaussianProcessRegressor(KERNELS["C*RBF(ARD)+White"](4)).fit(X, y)
+
+
+def test_cpu_fallback_after_gpu_oom_is_refused_when_the_host_cannot_hold_it(
+        oom_gpu, rng, monkeypatch):
+    """Under device='auto' a GPU out-of-memory error falls back to the CPU only where the
+    host's memory can hold the work; here it cannot: a MemoryError with the numbers,
+    not hours of CPU work."""
+    def oom(self, A, *, what="matrix", overwrite=False):
+        raise MemoryError("Out of memory allocating 80,000,000,000 bytes (injected)")
+
+    monkeypatch.setattr(type(oom_gpu), "cholesky", oom)
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 30 * 10**6)
+    X, y = _data(rng, 2500)
+    gp = GaussianProcessRegressor(KERNELS["C*RBF(ARD)+White"](4), optimizer=None)
+    with pytest.warns(skgpu.GPUFallbackWarning, match="ran out of GPU memory"):
+        with pytest.raises(MemoryError, match="the CPU has 0.0 GB available"):
+            gp.fit(X, y)
+    assert not hasattr(gp, "kernel_")
