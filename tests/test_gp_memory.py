@@ -118,3 +118,37 @@ def test_cpu_fallback_after_gpu_oom_is_refused_when_the_host_cannot_hold_it(
         with pytest.raises(MemoryError, match="the CPU has 0.0 GB available"):
             gp.fit(X, y)
     assert not hasattr(gp, "kernel_")
+
+
+@pytest.mark.parametrize("cholesky", ["dense", "sparse"])
+def test_fit_without_optimizer_factors_once(rng, monkeypatch, cholesky):
+    """optimizer=None: one kernel matrix and one factorisation (it was two: the fit took
+    twice a likelihood evaluation), and the same log_marginal_likelihood_value_ as the
+    likelihood at theta and as scikit-learn's."""
+    from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+
+    from skgpu.backends import _cpu
+    from skgpu.gaussian_process.kernels import Tapered
+
+    calls = []
+    for name in ("cholesky", "sparse_spd"):
+        real = getattr(_cpu.CPUBackend, name)
+
+        def counted(self, *args, _real=real, _name=name, **kwargs):
+            calls.append(_name)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(_cpu.CPUBackend, name, counted)
+    X = rng.uniform(0, 1, (600, 2))
+    y = np.sin(6 * X[:, 0]) + 0.05 * rng.standard_normal(600)
+    kernel = (C(1.0) * Tapered(Matern(0.1, nu=1.5), taper_range=0.1) + WhiteKernel(0.01)
+              if cholesky == "sparse" else C(1.0) * RBF([0.3, 0.3]) + WhiteKernel(0.01))
+    with skgpu.config_context(device="cpu"):
+        gp = GaussianProcessRegressor(kernel, optimizer=None, cholesky=cholesky).fit(X, y)
+        assert calls == ["cholesky" if cholesky == "dense" else "sparse_spd"]
+        assert gp._n_lml_evaluations == 1
+        at_theta = gp.log_marginal_likelihood(gp.kernel_.theta)
+    assert gp.log_marginal_likelihood_value_ == pytest.approx(at_theta, rel=1e-12)
+    if cholesky == "dense":
+        ref = SkGPR(kernel, optimizer=None).fit(X, y).log_marginal_likelihood_value_
+        assert gp.log_marginal_likelihood_value_ == pytest.approx(ref, rel=1e-10)

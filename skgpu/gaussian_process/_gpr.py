@@ -41,6 +41,13 @@ def _cholesky_flops(n):
     return n**3 / 3.0
 
 
+def _lml_from(ops, y, a, logdet):
+    """``-½ Σ_t y_tᵀ K⁻¹ y_t - ½ T log|K| - T n/2 log 2π`` from ``a = K⁻¹ y`` (n, T)."""
+    n, n_targets = y.shape
+    return (-0.5 * float(ops.xp.vdot(y, a)) - 0.5 * n_targets * logdet
+            - n_targets * n / 2 * np.log(2 * np.pi))
+
+
 #: Bytes of one block of test-point rows in predict (K(X*, X_train) and L⁻¹K(X*, X)ᵀ).
 _PREDICT_BLOCK_BYTES = 1 << 30
 
@@ -95,8 +102,7 @@ class _LogMarginalLikelihood:
             return (-np.inf, np.zeros(len(grads))) if eval_gradient else -np.inf
         del Km
         a = factor.solve(y)
-        lml = (-0.5 * float(xp.vdot(y, a)) - 0.5 * n_targets * factor.logdet()
-               - n_targets * n / 2 * np.log(2 * np.pi))
+        lml = _lml_from(ops, y, a, factor.logdet())
         if not eval_gradient:
             return lml
         P = factor.half_inverse()
@@ -494,9 +500,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         return lml(kernel)
 
     def _fit_sparse_on(self, ops, kernel, X, y, alpha, rng):
-        """The sparse-path fit on ``ops``: pattern, refactorisations, final factor."""
+        """The sparse-path fit on ``ops``: pattern, refactorisations, final factor (the
+        LML without an optimizer from that factor, as on the dense path)."""
         lml = SparseLogMarginalLikelihood(ops, X, y, alpha)
-        lml_value = self._optimize(lml, kernel, rng)
+        lml_value = self._optimize(lml, kernel, rng) if self._optimizes(kernel) else None
         logger.debug("GaussianProcessRegressor.fit (sparse): %d LML evaluations, %d "
                      "factorisations on %s", lml.n_evaluations, lml.n_factorizations,
                      ops.name)
@@ -504,21 +511,35 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         with _explain_not_positive_definite(kernel):
             factor = lml.factorize(kernel)
         alpha_dev = lml.solve_y(factor)
+        if lml_value is None:
+            lml.n_evaluations += 1
+            lml_value = _lml_from(ops, lml.y, alpha_dev, factor.logdet())
         state = ("sparse", ops.name, lml, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=None,
                           alpha=ops.to_host(alpha_dev), device_state=state,
                           n_evaluations=lml.n_evaluations)
 
+    def _optimizes(self, kernel):
+        return self.optimizer is not None and kernel.n_dims > 0
+
     def _fit_on(self, ops, kernel, X, y, alpha, rng):
-        """The whole fit on ``ops``; touches nothing on ``self`` but the optimizer."""
+        """The whole fit on ``ops``; touches nothing on ``self`` but the optimizer.
+
+        Without an optimizer the LML at the given theta comes from the fit's own
+        factorisation: one kernel matrix and one Cholesky in all (it was two, the fit
+        taking twice a likelihood evaluation)."""
         lml = _LogMarginalLikelihood(ops, X, y, alpha)
-        lml_value = self._optimize(lml, kernel, rng)
+        lml_value = self._optimize(lml, kernel, rng) if self._optimizes(kernel) else None
         logger.debug("GaussianProcessRegressor.fit: %d LML evaluations on %s",
                      lml.n_evaluations, ops.name)
         Km, _ = lml.kernel_matrix(kernel)
         with _explain_not_positive_definite(kernel):
             factor = ops.cholesky(Km, what="kernel matrix", overwrite=True)
+        del Km
         alpha_dev = factor.solve(lml.y)
+        if lml_value is None:
+            lml.n_evaluations += 1
+            lml_value = _lml_from(ops, lml.y, alpha_dev, factor.logdet())
         L = np.tril(ops.to_host(factor.lower))
         state = ("dense", ops.name, lml.X, factor.lower, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=L,
