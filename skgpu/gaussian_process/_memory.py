@@ -128,7 +128,7 @@ def _gb(value):
     return f"{value / 1e9:.1f} GB"
 
 
-_RATE = {}
+_RATE: dict[str, float] = {}
 
 
 def _cpu_flop_rate():
