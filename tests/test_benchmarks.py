@@ -30,3 +30,20 @@ def test_suite_quick_mode(tmp_path):
     assert (tmp_path / "suite_quick.md").read_text().count("| skgpu-cpu |") >= 5
     assert list(tmp_path.glob("suite_quick_*_time_vs_n.png"))
     assert (tmp_path / "suite_quick_speedup.png").exists()
+
+
+def test_accel_sklearn_tests_counts_each_outcome(tmp_path):
+    """The per-file comparison of scikit-learn's tests with and without the accelerator
+    (issue 22's counts) reads every test's outcome from the two runs."""
+    pytest.importorskip("sklearn.decomposition.tests.test_truncated_svd")
+    out_file = tmp_path / "accel.json"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "accel_sklearn_tests.py"), "--device",
+         "cpu", "--modules", "sklearn.decomposition.tests.test_truncated_svd", "--out",
+         str(out_file)], capture_output=True, text=True, timeout=280, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (result,) = json.loads(out_file.read_text())["results"]
+    assert result["sklearn"] == result["accel"]
+    assert result["sklearn"]["passed"] >= 40 and result["fraction"] == 1.0
+    assert result["differences"] == {}
+
