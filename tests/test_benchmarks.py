@@ -47,3 +47,19 @@ def test_accel_sklearn_tests_counts_each_outcome(tmp_path):
     assert result["sklearn"]["passed"] >= 40 and result["fraction"] == 1.0
     assert result["differences"] == {}
 
+
+def test_bench_gp_large_runs_small(tmp_path):
+    """Issue 24's large-GP benchmark at small sizes on this machine's backend: every row
+    written, the backends agreeing, the fit no slower than ~one likelihood evaluation."""
+    out_file = tmp_path / "gp.json"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_gp_large.py"), "--sizes", "300",
+         "900", "--test", "500", "--agree", "200", "--out", str(out_file)],
+        capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out_file.read_text())["results"]
+    assert len(rows) == 6
+    agree = rows[0]
+    assert agree["lml_rel_diff"] < 1e-8 and agree["std_rel_diff"] < 1e-8
+    assert rows[1]["skgpu"]["repeats"] == 3 and rows[3]["skgpu"]["repeats"] == 1
+    assert rows[5]["case"].startswith("predict(return_std=True), 500 test points, n=900")

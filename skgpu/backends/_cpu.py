@@ -49,10 +49,19 @@ class CholeskyFactor:
         """P with ``P + Pᵀ = A⁻¹`` (a triangle of A⁻¹, diagonal halved), C-contiguous,
         computed in place: the factor is unusable afterwards. ``tr(A⁻¹ B) =
         2·vdot(P, B)`` for a symmetric B, without forming the full inverse."""
-        P = np.tril(self._potri(True))
-        P[np.diag_indices_from(P)] *= 0.5
+        P = self._potri(True)  # in L's memory where LAPACK could write in place
         self.L = None
-        return np.ascontiguousarray(P)
+        n = P.shape[0]
+        block = min(1024, max(16, n // 32))  # np.tril's copy of a block: small beside n²
+        for start in range(0, n, block):  # zero the strict upper triangle, by row blocks
+            stop = min(n, start + block)
+            P[start:stop, stop:] = 0.0
+            P[start:stop, start:stop] = np.tril(P[start:stop, start:stop])
+        P[np.diag_indices_from(P)] *= 0.5
+        # C-contiguous without a copy: the transpose of a Fortran-ordered P (its upper
+        # triangle then; P + Pᵀ is the same)
+        return P.T if P.flags.f_contiguous and not P.flags.c_contiguous else (
+            np.ascontiguousarray(P))
 
 
 class SparseSPDFactor:

@@ -8,6 +8,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sklearn.base import clone
@@ -24,8 +25,8 @@ from ..utils._fitting import atomic_fit, progress_logging
 from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
-from ._kernel_eval import _diag_add, evaluate, unsupported_reason
-from ._memory import check_host_memory
+from ._kernel_eval import _diag_add, evaluate, panels_supported, unsupported_reason
+from ._memory import check_host_memory, lower_triangle_in_place
 from ._sparse import (
     SparseLogMarginalLikelihood,
     sparse_predict,
@@ -48,8 +49,29 @@ def _lml_from(ops, y, a, logdet):
             - n_targets * n / 2 * np.log(2 * np.pi))
 
 
-#: Bytes of one block of test-point rows in predict (K(X*, X_train) and L⁻¹K(X*, X)ᵀ).
+#: Bytes of one block of test-point rows in predict (K(X*, X_train) and L⁻¹K(X*, X)ᵀ), at
+#: least; at large n a block takes PREDICT_BLOCK_FRACTION of the factor's bytes (larger
+#: triangular solves run faster), so that a block's kernel terms (up to six blocks for a
+#: Matern) and its solve stay within 0.3 n² beside the factor.
 _PREDICT_BLOCK_BYTES = 1 << 30
+PREDICT_BLOCK_FRACTION = 0.04
+
+#: K(X, X) and its gradients are evaluated in panels of rows once n exceeds this, so that
+#: the likelihood holds one n × n matrix (the kernel matrix, its factor, then the half
+#: inverse, all in one buffer) and panels of PANEL_FRACTION · n rows beside it (each
+#: panel's kernel terms, gradient terms and weights: about eight panels' worth). Below
+#: it, one panel of all rows: the whole matrices at once, as fast as before.
+SINGLE_PANEL_MAX_N = 4096
+PANEL_FRACTION = 1.0 / 32.0
+
+
+def panel_rows(n):
+    """Rows per panel of the dense likelihood at n points (see SINGLE_PANEL_MAX_N)."""
+    if n <= SINGLE_PANEL_MAX_N:
+        return max(n, 1)
+    return max(64, int(np.ceil(n * PANEL_FRACTION)))
+
+
 
 
 class _LogMarginalLikelihood:
@@ -58,7 +80,15 @@ class _LogMarginalLikelihood:
     The gradient is ``½ Σ_t α_tᵀ (∂K/∂θ_j) α_t - ½ T tr(K⁻¹ ∂K/∂θ_j)`` with
     ``α = K⁻¹ y``; each ``∂K/∂θ_j`` is produced, contracted and dropped in turn, and
     ``tr(K⁻¹ B) = 2·vdot(P, B)`` with P the half inverse (one triangle, potri in place).
-    Peak memory is a few n × n matrices, never n × n × n_params.
+
+    Where every part of the kernel is evaluated on the backend, K is built and the
+    gradient contracted in panels of rows (:func:`panel_rows`): the gradient is
+    ``Σ_ik W_ik (∂K/∂θ_j)_ik`` with ``W = ½ααᵀ - T·P``, and each panel of W and of every
+    ``∂K/∂θ_j`` is made, contracted and dropped in turn. Peak memory is then one n × n
+    matrix and a few panels (1.3 n² float64 at most); otherwise (a part scikit-learn
+    evaluates) a few n × n matrices. Never n × n × n_params.
+
+    ``panel_rows``: rows per panel, None for :func:`panel_rows` of n.
     """
 
     def __init__(self, ops, X, y, alpha):
@@ -70,14 +100,40 @@ class _LogMarginalLikelihood:
         self.alpha = alpha if np.ndim(alpha) == 0 else ops.asarray(
             np.asarray(alpha, dtype=np.float64))
         self.n_evaluations = 0
+        self.panel_rows = None
+
+    def _rows(self, kernel):
+        """Rows per panel, or None where the kernel has no panels (a part evaluated by
+        scikit-learn, or X not numeric)."""
+        n = self.X.shape[0]
+        if not (hasattr(self.X, "dtype") and self.X.dtype.kind == "f"
+                and panels_supported(kernel)):
+            return None
+        return self.panel_rows or panel_rows(n)
 
     def kernel_matrix(self, kernel, eval_gradient=False):
-        """K + alpha·I (a fresh matrix) and the gradient thunks."""
-        n = self.X.shape[0]
-        K, grads = evaluate(self.ops, kernel, self.X, None, eval_gradient)
-        Km = K.full(self.ops.xp, (n, n))
-        _diag_add(self.ops.xp, Km, self.alpha)
-        return Km, grads
+        """K + alpha·I (a fresh matrix) and, with ``eval_gradient``, the gradient thunks
+        of the whole K (kernels without panels only; the panel path makes its own)."""
+        xp, n = self.ops.xp, self.X.shape[0]
+        rows = None if eval_gradient else self._rows(kernel)
+        if rows is None or rows >= n:
+            K, grads = evaluate(self.ops, kernel, self.X, None, eval_gradient)
+            Km = K.full(xp, (n, n))
+            _diag_add(xp, Km, self.alpha)
+            return Km, grads
+        Km = xp.empty((n, n), dtype=np.float64)
+        for start in range(0, n, rows):
+            stop = min(n, start + rows)
+            K, _ = evaluate(self.ops, kernel, self.X, None, False, rows=(start, stop))
+            panel = Km[start:stop]
+            if K.kind == "full":
+                panel[...] = K.value
+            else:
+                panel[...] = K.full(xp, panel.shape)
+            del K
+            _diag_add(xp, panel, self.alpha if np.ndim(self.alpha) == 0
+                      else self.alpha[start:stop], start)
+        return Km, []
 
     def __call__(self, kernel, eval_gradient=False):
         start = time.perf_counter()
@@ -93,7 +149,10 @@ class _LogMarginalLikelihood:
 
         ops, xp, y = self.ops, self.ops.xp, self.y
         self.n_evaluations += 1
-        Km, grads = self.kernel_matrix(kernel, eval_gradient)
+        rows = self._rows(kernel) if eval_gradient else None
+        Km, grads = self.kernel_matrix(kernel, eval_gradient and rows is None)
+        if rows is not None:
+            grads = [None] * kernel.n_dims
         n, n_targets = y.shape
         try:
             factor = ops.cholesky(Km, what="kernel matrix", overwrite=True)
@@ -107,6 +166,8 @@ class _LogMarginalLikelihood:
             return lml
         P = factor.half_inverse()
         del factor
+        if rows is not None:
+            return lml, self._panel_gradient(kernel, a, P, rows)
         col_sums = a.sum(axis=0)
         grad = np.empty(len(grads))
         groups = {}  # 'sqdiff' terms by the matrix C they share: (C, [(j, x, scale)])
@@ -150,6 +211,52 @@ class _LogMarginalLikelihood:
         return lml, grad
 
 
+    def _panel_gradient(self, kernel, a, P, rows):
+        """``Σ_ik W_ik (∂K/∂θ_j)_ik`` with ``W = ½ααᵀ - T·P``, panel by panel of rows."""
+        ops, xp, X = self.ops, self.ops.xp, self.X
+        n, n_targets = self.y.shape
+        aT = xp.ascontiguousarray(a.T)
+        grad = np.zeros(kernel.n_dims)
+        for start in range(0, n, rows):
+            stop = min(n, start + rows)
+            _, thunks = evaluate(ops, kernel, X, None, True, rows=(start, stop))
+            assert len(thunks) == grad.size, "one gradient term per hyper-parameter"
+            W = ops.matmul(a[start:stop], aT)
+            W *= 0.5
+            W -= P[start:stop] if n_targets == 1 else n_targets * P[start:stop]
+            groups = {}  # 'sqdiff' terms by the matrix C they share: (C, [(j, x, scale)])
+            for j, thunk in enumerate(thunks):
+                term = thunk()
+                if term.kind == "sqdiff":
+                    C, x, scale = term.value
+                    groups.setdefault(id(C), (C, []))[1].append((j, x, scale))
+                elif term.kind == "full":
+                    grad[j] += float(xp.vdot(W, term.value))
+                elif term.kind == "const":
+                    grad[j] += term.value * float(W.sum())
+                elif term.kind == "diag":
+                    grad[j] += float(term.value @ xp.diagonal(W, offset=term.offset))
+                else:
+                    raise AssertionError(f"unknown kernel term kind {term.kind!r}")
+                del term
+            # Σ_{i in panel, k} G_ik (x_i - x_k)² with G = C ∘ W is
+            # Σ_i x_i² (G1)_i + Σ_k x_k² (1ᵀG)_k - 2 Σ_i x_i (Gx)_i: one weighted panel
+            # per C, then a GEMM with all of its input dimensions at once.
+            for C, members in groups.values():
+                G = C * W
+                r, c = G.sum(axis=1), G.sum(axis=0)
+                Xm = xp.stack([x for _, x, _ in members], axis=1)
+                S = ops.matmul(G, Xm)
+                del G
+                Xp = Xm[start:stop]
+                quad = ops.to_host((Xp * Xp).T @ r + (Xm * Xm).T @ c
+                                   - 2.0 * (Xp * S).sum(axis=0))
+                for (j, _, scale), value in zip(members, quad):
+                    grad[j] += scale * float(value)
+            del W, thunks
+        return grad
+
+
 @contextlib.contextmanager
 def _explain_not_positive_definite(kernel):
     """scikit-learn's message (and advice) on a kernel matrix that does not factor."""
@@ -170,7 +277,7 @@ def _explain_not_positive_definite(kernel):
 class _FitResult:
     kernel: object
     lml_value: float
-    L: np.ndarray
+    L: np.ndarray | None  # None: kept on the device, L_ fetched when first asked for
     alpha: np.ndarray
     device_state: tuple  # (backend name, X, lower factor, alpha) on that backend
     n_evaluations: int = 0
@@ -279,7 +386,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     """
 
     _skgpu_attributes = ("backend_", "_device_cache", "cholesky_", "_fit_alpha",
-                         "_n_lml_evaluations")
+                         "_n_lml_evaluations", "_pending_L")
 
     _parameter_constraints: dict = {
         **_SkGPR._parameter_constraints,
@@ -403,7 +510,12 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         self._y_train_mean, self._y_train_std = y_mean, y_std
         self.X_train_, self.y_train_ = X_train, y_train
         self.log_marginal_likelihood_value_ = result.lml_value
-        self.L_ = result.L
+        if result.L is None:  # a GPU fit: L_ comes to the host when asked for
+            self.__dict__.pop("L_", None)
+            self._pending_L = True
+        else:
+            self.L_ = result.L
+            self.__dict__.pop("_pending_L", None)
         self.alpha_ = result.alpha.reshape(y_train.shape)
         self._fit_alpha = alpha
         self._n_lml_evaluations = result.n_evaluations
@@ -425,7 +537,11 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         def make_lml(index):
             sub_alpha = alpha if np.ndim(alpha) == 0 else np.asarray(alpha)[index]
             Xs = X[index] if hasattr(X, "shape") else [X[i] for i in index]
-            return _LogMarginalLikelihood(ops, Xs, np.asarray(y)[index], sub_alpha)
+            lml = _LogMarginalLikelihood(ops, Xs, np.asarray(y)[index], sub_alpha)
+            # panels in the same proportion as at n points: the probe's peak in n² then
+            # scales to n's
+            lml.panel_rows = max(1, int(np.ceil(len(index) * panel_rows(n) / n)))
+            return lml
 
         n_features = X.shape[1] if getattr(X, "ndim", 1) == 2 else 1
         n_targets = y.shape[1] if np.ndim(y) == 2 else 1
@@ -540,7 +656,12 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         if lml_value is None:
             lml.n_evaluations += 1
             lml_value = _lml_from(ops, lml.y, alpha_dev, factor.logdet())
-        L = np.tril(ops.to_host(factor.lower))
+        # L_: the strict upper triangle zeroed where the factor is (only its lower one is
+        # ever read). A GPU fit keeps it there; the host copy (n² · 8 bytes through
+        # PCIe into fresh pages: 8 s of a 3 s likelihood's fit at n = 50,000) is made
+        # when L_ is first read (pickling, as_sklearn, or the user): see __getattr__.
+        lower = lower_triangle_in_place(factor.lower, ops.xp)
+        L = None if ops.is_gpu else lower
         state = ("dense", ops.name, lml.X, factor.lower, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=L,
                           alpha=ops.to_host(alpha_dev), device_state=state,
@@ -723,9 +844,38 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                                n_samples=n_samples, random_state=random_state)
         return convert_output(out, spec)
 
+    def __getattr__(self, name):
+        # Only reached where normal lookup fails: L_ of a GPU fit, copied to the host on
+        # first use (F.T is C-contiguous: one direct copy, no reordering on the device).
+        d = self.__dict__
+        if name == "L_" and d.get("_pending_L"):
+            state = d.get("_device_cache", {}).get("state")
+            if state is not None and state[0] == "dense":
+                from ..backends import get_backend
+
+                lower = state[3]
+                d["L_"] = get_backend(state[1]).to_host(lower.T).T
+                del d["_pending_L"]
+                return d["L_"]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def as_sklearn(self) -> Any:
+        """This fitted estimator as scikit-learn's own class: the same parameters and
+        fitted attributes (arrays shared; a GPU fit's ``L_`` copied to the host first),
+        predicting with scikit-learn's code.
+
+        Returns
+        -------
+        estimator : sklearn.gaussian_process.GaussianProcessRegressor
+        """
+        getattr(self, "L_", None)
+        return super().as_sklearn()
+
     def __getstate__(self):
+        getattr(self, "L_", None)  # a GPU fit's factor to the host first
         state = super().__getstate__()
         state.pop("_device_cache", None)
+        state.pop("_pending_L", None)
         return state
 
 
@@ -742,7 +892,8 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
         cov = evaluate(ops, kernel, X)[0].full(xp, (m, m))
         cov -= ops.matmul(xp.ascontiguousarray(V.T), V)
         return ops.to_host(mean), ops.to_host(cov)
-    block = max(1, min(m, _PREDICT_BLOCK_BYTES // (8 * n)))
+    block_bytes = max(_PREDICT_BLOCK_BYTES, int(PREDICT_BLOCK_FRACTION * 8 * n * n))
+    block = max(1, min(m, block_bytes // (8 * n)))
     mean = np.empty((m, alpha.shape[1]))
     var = np.empty(m) if return_std else None
     for start in range(0, m, block):
@@ -750,7 +901,7 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
         Ks = evaluate(ops, kernel, X[start:stop], X_train)[0].full(xp, (stop - start, n))
         mean[start:stop] = ops.to_host(ops.matmul(Ks, alpha))
         if return_std:
-            V = ops.solve_triangular(lower, xp.ascontiguousarray(Ks.T))
+            V = ops.solve_triangular(lower, Ks.T)  # Ks.T is Fortran-ordered: one copy
             del Ks
             V *= V
             var[start:stop] = kdiag[start:stop] - ops.to_host(xp.ones(n) @ V)

@@ -9,6 +9,12 @@ is produced.
 Terms keep structure: a constant (``c·11ᵀ``), a diagonal (``diag(v)``, only for K(X, X))
 or a full matrix, so that ConstantKernel and WhiteKernel cost nothing n × n.
 
+``rows=(start, stop)`` evaluates only those rows of the symmetric K(X, X) (and of its
+gradients): a panel of ``stop - start`` rows by n columns, whose diagonal entries are
+``(i, start + i)``. The dense likelihood builds K and contracts its gradients panel by
+panel, so that it never holds more than one n × n matrix (issue 24); a kernel with a part
+scikit-learn evaluates has no panels (see :func:`panels_supported`).
+
 Supported exactly as scikit-learn computes them: RBF (isotropic and ARD), Matern
 (nu 0.5, 1.5, 2.5, inf; isotropic and ARD), RationalQuadratic, ExpSineSquared,
 DotProduct, WhiteKernel, ConstantKernel, and Sum / Product / Exponentiation of those.
@@ -30,12 +36,16 @@ class _Term:
 
     ``owned`` marks a full matrix that no gradient thunk refers to, so it may be
     updated in place (the results of sums and products are; a base kernel's are not).
+
+    ``offset``: in a panel of rows ``start:stop`` (see :func:`evaluate`), the column of
+    the first diagonal entry, ``start``; a 'diag' term's value then has the panel's
+    length, and a 'sqdiff' term's x is the whole column, its rows ``x[start:stop]``.
     """
 
-    __slots__ = ("kind", "value", "owned")
+    __slots__ = ("kind", "value", "owned", "offset")
 
-    def __init__(self, kind, value, owned=False):
-        self.kind, self.value, self.owned = kind, value, owned
+    def __init__(self, kind, value, owned=False, offset=0):
+        self.kind, self.value, self.owned, self.offset = kind, value, owned, offset
 
     def full(self, xp, shape):
         """A dense matrix that may be modified in place (a copy unless owned)."""
@@ -43,25 +53,28 @@ class _Term:
             return self.value if self.owned else self.value.copy()
         if self.kind == "sqdiff":
             C, x, scale = self.value
-            diff = x[:, None] - x[None, :]
+            diff = x[self.offset:self.offset + C.shape[0], None] - x[None, :]
             diff *= diff
             diff *= C
             return diff * scale if scale != 1.0 else diff
         out = xp.full(shape, self.value if self.kind == "const" else 0.0, dtype=np.float64)
         if self.kind == "diag":
-            _diag_add(xp, out, self.value)
+            _diag_add(xp, out, self.value, self.offset)
         return out
 
 
-def _diag_add(xp, M, v):
-    n = min(M.shape)
+def _diag_add(xp, M, v, offset=0):
+    """``M[i, offset + i] += v[i]`` (or the scalar v) along M's diagonal from column
+    ``offset``: the diagonal of K(X, X) in a panel of its rows."""
+    n = min(M.shape[0], M.shape[1] - offset)
     idx = xp.arange(n)
-    M[idx, idx] += v
+    M[idx, idx + offset] += v
 
 
-def _add(a, b, xp):
+def _add(a, b, xp, shape):
+    """The sum of two terms of K (or of two gradient terms) of the given shape."""
     if a.kind == b.kind and a.kind in ("const", "diag"):
-        return _Term(a.kind, a.value + b.value)
+        return _Term(a.kind, a.value + b.value, offset=a.offset)
     if a.kind == "full" and b.kind == "full":
         return _Term("full", a.value + b.value, owned=True)
     if "full" in (a.kind, b.kind):
@@ -69,12 +82,11 @@ def _add(a, b, xp):
         if o.kind == "const":
             return _Term("full", f.value + o.value, owned=True)
         out = f.full(xp, f.value.shape)
-        _diag_add(xp, out, o.value)
+        _diag_add(xp, out, o.value, o.offset)
         return _Term("full", out, owned=True)
     c, d = (a, b) if a.kind == "const" else (b, a)
-    n = d.value.shape[0]
-    out = xp.full((n, n), c.value, dtype=np.float64)
-    _diag_add(xp, out, d.value)
+    out = xp.full(shape, c.value, dtype=np.float64)
+    _diag_add(xp, out, d.value, d.offset)
     return _Term("full", out, owned=True)
 
 
@@ -83,19 +95,19 @@ def _mul(a, b, xp):
         g, o = (a, b) if a.kind == "sqdiff" else (b, a)
         C, x, scale = g.value
         if o.kind == "const":
-            return _Term("sqdiff", (C, x, scale * o.value))
+            return _Term("sqdiff", (C, x, scale * o.value), offset=g.offset)
         if o.kind == "diag":  # (x_i - x_i)² = 0 on the diagonal
-            return _Term("diag", xp.zeros(x.shape[0], dtype=np.float64))
+            return _Term("diag", xp.zeros(C.shape[0], dtype=np.float64), offset=g.offset)
         return _Term("full", g.full(xp, None) * o.value, owned=True)
     if a.kind == "const" and b.kind == "const":
         return _Term("const", a.value * b.value)
     if a.kind == "const" or b.kind == "const":
         c, o = (a, b) if a.kind == "const" else (b, a)
-        return _Term(o.kind, o.value * c.value, owned=True)
+        return _Term(o.kind, o.value * c.value, owned=True, offset=o.offset)
     if a.kind == "diag" or b.kind == "diag":
         d, o = (a, b) if a.kind == "diag" else (b, a)
-        other = o.value if o.kind == "diag" else xp.diagonal(o.value)
-        return _Term("diag", d.value * other)
+        other = o.value if o.kind == "diag" else xp.diagonal(o.value, offset=d.offset)
+        return _Term("diag", d.value * other, offset=d.offset)
     return _Term("full", a.value * b.value, owned=True)
 
 
@@ -212,34 +224,53 @@ def exp_sine_squared_values(xp, d2, kernel, eval_gradient):
     return K, fns
 
 
-def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
-    """K(X, Y) (Y None: K(X, X)) as a term, and gradient thunks if asked."""
+def panels_supported(kernel):
+    """Whether K(X, X) of ``kernel`` can be evaluated by panels of rows (``rows=``):
+    every part evaluated here, none handed to scikit-learn."""
+    return unsupported_reason(kernel) is None
+
+
+def evaluate(ops, kernel, X, Y=None, eval_gradient=False, rows=None):
+    """K(X, Y) (Y None: K(X, X)) as a term, and gradient thunks if asked.
+
+    ``rows=(start, stop)`` (Y None only): the rows ``start:stop`` of K(X, X) and of its
+    gradients, each term of shape ``(stop - start, n)`` with its diagonal entries at
+    ``(i, start + i)``; every part of the kernel must be evaluated here
+    (:func:`panels_supported`)."""
     xp = ops.xp
     t = type(kernel)
     symmetric = Y is None
     Yv = X if symmetric else Y
+    if rows is not None and not symmetric:
+        raise ValueError("rows= panels are of K(X, X) only")
+    start, stop = rows if rows is not None else (0, X.shape[0])
+    Xr = X if rows is None else X[start:stop]  # the panel's rows
+    shape = (stop - start, Yv.shape[0])
     grads = []
     # Each part of a composite is decided on its own: a Matern(nu=1.2) inside a sum goes
     # to scikit-learn, the rest stays on the backend.
     if t not in (skk.Sum, skk.Product, skk.Exponentiation) and unsupported_reason(kernel):
+        if rows is not None:
+            raise ValueError(f"{t.__name__} is evaluated by scikit-learn, which has no "
+                             "panels of rows (see panels_supported)")
         return _evaluate_by_sklearn(ops, kernel, X, Y, eval_gradient)
 
     if t is skk.Sum:
-        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient)
-        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient)
-        return _add(K1, K2, xp), g1 + g2
+        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient, rows)
+        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient, rows)
+        return _add(K1, K2, xp, shape), g1 + g2
     if t is skk.Product:
-        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient)
-        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient)
+        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient, rows)
+        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient, rows)
         grads = [(lambda g=g: _mul(g(), K2, xp)) for g in g1]
         grads += [(lambda g=g: _mul(K1, g(), xp)) for g in g2]
         return _mul(K1, K2, xp), grads
     if t is skk.Exponentiation:
-        K1, g1 = evaluate(ops, kernel.kernel, X, Y, eval_gradient)
+        K1, g1 = evaluate(ops, kernel.kernel, X, Y, eval_gradient, rows)
         e = float(kernel.exponent)
-        K = _Term(K1.kind, K1.value**e, owned=True)
+        K = _Term(K1.kind, K1.value**e, owned=True, offset=K1.offset)
         if g1:
-            factor = _Term(K1.kind, e * K1.value ** (e - 1))
+            factor = _Term(K1.kind, e * K1.value ** (e - 1), offset=K1.offset)
             grads = [(lambda g=g: _mul(g(), factor, xp)) for g in g1]
         return K, grads
     if t is skk.ConstantKernel:
@@ -251,13 +282,14 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
         noise = float(kernel.noise_level)
         if not symmetric:
             return _Term("const", 0.0), []
-        n = X.shape[0]
+        n = stop - start
         if eval_gradient and not kernel.hyperparameter_noise_level.fixed:
-            grads = [lambda: _Term("diag", xp.full(n, noise, dtype=np.float64))]
-        return _Term("diag", xp.full(n, noise, dtype=np.float64)), grads
+            grads = [lambda: _Term("diag", xp.full(n, noise, dtype=np.float64),
+                                   offset=start)]
+        return _Term("diag", xp.full(n, noise, dtype=np.float64), offset=start), grads
     if t is skk.DotProduct:
         s2 = float(kernel.sigma_0) ** 2
-        K = ops.matmul(X, xp.ascontiguousarray(Yv.T)) + s2
+        K = ops.matmul(Xr, xp.ascontiguousarray(Yv.T)) + s2
         if eval_gradient and not kernel.hyperparameter_sigma_0.fixed:
             grads = [lambda: _Term("const", 2.0 * s2)]
         return _Term("full", K, owned=True), grads
@@ -267,9 +299,9 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
         ard = ls.size > 1
         scale = ops.asarray(ls if ard else np.full(X.shape[1], ls[0]))
         Xs = X / scale
-        r2 = ops.sq_dist(Xs, Xs if symmetric else Yv / scale)
+        r2 = ops.sq_dist(Xs[start:stop], Xs if symmetric else Yv / scale)
         if symmetric:
-            r2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
+            _zero_diagonal(xp, r2, start)
         K, common_of = matern_values(xp, r2, matern_nu(kernel))
         if eval_gradient and not kernel.hyperparameter_length_scale.fixed:
             common = common_of()
@@ -278,16 +310,17 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
                     x = Xs[:, d]
                     return x - x.mean()  # only differences matter; centring keeps them exact
 
-                grads = [(lambda d=d: _Term("sqdiff", (common, column(d), 1.0)))
+                grads = [(lambda d=d: _Term("sqdiff", (common, column(d), 1.0),
+                                            offset=start))
                          for d in range(X.shape[1])]
             else:
                 grads = [lambda: _Term("full", common * r2)]
         return _Term("full", K, owned=not grads), grads
 
     if t in (skk.RationalQuadratic, skk.ExpSineSquared):
-        d2 = ops.sq_dist(X, Yv)
+        d2 = ops.sq_dist(Xr, Yv)
         if symmetric:
-            d2[xp.arange(X.shape[0]), xp.arange(X.shape[0])] = 0.0
+            _zero_diagonal(xp, d2, start)
         values = rq_values if t is skk.RationalQuadratic else exp_sine_squared_values
         K, fns = values(xp, d2, kernel, eval_gradient)
         del d2  # what the gradients need, they hold
@@ -296,6 +329,12 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False):
 
     # unsupported_reason lists every type handled above; reaching here is a bug
     raise AssertionError(f"{t.__name__} passed unsupported_reason but has no evaluation")
+
+
+def _zero_diagonal(xp, D, offset):
+    """Exact zeros on the diagonal of K(X, X)'s squared distances (rows from ``offset``)."""
+    idx = xp.arange(min(D.shape[0], D.shape[1] - offset))
+    D[idx, idx + offset] = 0.0
 
 
 def _evaluate_by_sklearn(ops, kernel, X, Y, eval_gradient):

@@ -1,11 +1,14 @@
 """Memory a dense Gaussian-process fit needs, known before it starts (issue 24).
 
-The dense path holds a few n × n float64 matrices at once: the kernel matrix and its
-factor, the half inverse, and the gradient's terms, how many depends on the kernel (on
-the CPU, one LML with its gradient peaked at 3.1 n² · 8 bytes for ``C * RBF(ARD) +
-WhiteKernel`` and at 7.0 n² · 8 for ``C * Matern(nu=2.5) + WhiteKernel``). So the
-multiplier is measured, not tabulated: the same evaluation on a subsample of
-``PROBE_SAMPLES`` points under :mod:`tracemalloc`, scaled by (n / n₀)². Before a dense fit
+The dense path holds one n × n float64 matrix (kernel matrix, factor, half inverse in
+one buffer) and panels of rows beside it where the kernel is evaluated in panels (on the
+CPU, one LML with its gradient at n = 1,600 in n/32-row panels peaked below 1.3 n² · 8
+bytes), a few n × n matrices where it is not (a part scikit-learn evaluates: 3-8 n²),
+and how many panels' worth depends on the kernel. So the multiplier is measured, not
+tabulated: the same evaluation on a subsample of ``PROBE_SAMPLES`` points under
+:mod:`tracemalloc`, in panels of the same proportion as at n, scaled by (n / n₀)² (the
+probe's fixed O(n) parts make it a little high: 1.4 for ``C * RBF(ARD) + WhiteKernel``
+and ``C * Matern(nu=2.5) + WhiteKernel``). Before a dense fit
 or likelihood on the CPU backend (chosen, or fallen back to after a GPU out-of-memory
 error), the bytes are compared with the memory the host has available; work it cannot
 hold raises a ``MemoryError`` that states the bytes needed, the memory available and the
@@ -92,7 +95,7 @@ def measure_multiplier(make_lml, kernel, n, gradient, probe=PROBE_SAMPLES):
         first = value[0] if gradient else value
         Km, _ = lml.kernel_matrix(kernel)
         factor = lml.ops.cholesky(Km, what="kernel matrix", overwrite=True)
-        np.tril(lml.ops.to_host(factor.lower))
+        lml.ops.to_host(lower_triangle_in_place(factor.lower, lml.ops.xp))
         del Km, factor
         peak = tracemalloc.get_traced_memory()[1] - base
     except np.linalg.LinAlgError:
@@ -103,6 +106,19 @@ def measure_multiplier(make_lml, kernel, n, gradient, probe=PROBE_SAMPLES):
     if not np.isfinite(first):
         return DEFAULT_MULTIPLIER
     return max(peak / (8.0 * m * m), 1.0)
+
+
+def lower_triangle_in_place(A, xp=np):
+    """Zero the strict upper triangle of the square array A (of the array module
+    ``xp``) in place, by row blocks (``tril`` would copy: a second n × n matrix at the
+    end of a large fit, where the factor becomes ``L_``)."""
+    n = A.shape[0]
+    block = min(1024, max(16, n // 32))  # tril's copy of a block: small beside n²
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        A[start:stop, stop:] = 0.0
+        A[start:stop, start:stop] = xp.tril(A[start:stop, start:stop])
+    return A
 
 
 def dense_bytes(n, multiplier, n_features=1, n_targets=1):

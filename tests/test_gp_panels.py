@@ -1,0 +1,205 @@
+"""The dense GP likelihood, fit and predict in panels of rows (issue 24): one n × n
+matrix and a few panels at a time, the same numbers as scikit-learn's whole-matrix
+evaluation, on both backends. The panel sizes of large n are forced onto small data
+here (``SINGLE_PANEL_MAX_N`` and ``PANEL_FRACTION`` patched), so that every test runs
+the code a 100,000-point fit runs."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from conftest import DEVICES
+from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+from sklearn.gaussian_process.kernels import (
+    RBF,
+    DotProduct,
+    ExpSineSquared,
+    Matern,
+    RationalQuadratic,
+    WhiteKernel,
+)
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+import skgpu
+from skgpu.backends import get_backend
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process import _gpr
+from skgpu.gaussian_process._gpr import _LogMarginalLikelihood
+from skgpu.gaussian_process._kernel_eval import evaluate, panels_supported
+
+KERNELS = {
+    "C*RBF(ARD)+White": lambda d: C(1.3) * RBF(np.linspace(0.4, 0.9, d)) + WhiteKernel(0.01),
+    "C*Matern(2.5)+White": lambda d: C(0.7) * Matern(0.5, nu=2.5) + WhiteKernel(0.02),
+    "Matern(1.5, ARD)*White+RBF": lambda d: (Matern(np.linspace(0.3, 0.8, d), nu=1.5)
+                                             * WhiteKernel(0.5) + RBF(0.3)),
+    "Matern(0.5)+C": lambda d: Matern(0.6, nu=0.5) + C(0.2),
+    "RQ+C": lambda d: RationalQuadratic(0.6, 1.5) + C(0.1),
+    "ExpSineSquared*RBF+White": lambda d: (ExpSineSquared(0.8, 2.0) * RBF(1.1)
+                                           + WhiteKernel(0.1)),
+    "DotProduct**2+White": lambda d: DotProduct(0.5) ** 2 + WhiteKernel(0.3),
+}
+
+
+def _data(rng, n, d=3):
+    X = rng.uniform(0, 1, (n, d))
+    y = np.sin(5 * X[:, 0]) + np.cos(3 * X[:, 1]) + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+@pytest.fixture
+def panels(monkeypatch):
+    """Force panels of ``rows`` rows on any n (the large-n path on small data)."""
+    def force(rows):
+        monkeypatch.setattr(_gpr, "SINGLE_PANEL_MAX_N", 0)
+        monkeypatch.setattr(_gpr, "panel_rows", lambda n: rows)
+    return force
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("rows", [1, 17, 64, 1000])
+def test_panel_likelihood_and_gradient_equal_sklearn(device, rng, panels, name, rows):
+    """Every panel size (one row, ragged last panel, one panel of all) gives
+    scikit-learn's LML and gradient, with several targets too."""
+    n = 150
+    X, y = _data(rng, n)
+    Y = np.column_stack([y, rng.standard_normal(n)])
+    kernel = KERNELS[name](X.shape[1])
+    panels(rows)
+    for target in (y, Y):
+        ref = SkGPR(kernel, alpha=1e-6, optimizer=None, normalize_y=False).fit(X, target)
+        want, want_grad = ref.log_marginal_likelihood(kernel.theta, eval_gradient=True)
+        with skgpu.config_context(device=device):
+            ours = GaussianProcessRegressor(kernel, alpha=1e-6, optimizer=None).fit(X, target)
+            got, got_grad = ours.log_marginal_likelihood(kernel.theta, eval_gradient=True)
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+        np.testing.assert_allclose(got_grad, want_grad, rtol=1e-7,
+                                   atol=1e-8 * np.max(np.abs(want_grad)))
+        np.testing.assert_allclose(ours.L_, ref.L_, rtol=1e-8, atol=1e-9)
+        assert np.all(np.triu(ours.L_, 1) == 0.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_panel_fit_with_the_optimizer_and_predict_equal_sklearn(device, panels, seed):
+    """The default optimizer on the panelled likelihood reaches scikit-learn's theta;
+    predict (mean, std and cov) agrees."""
+    rng = np.random.default_rng(seed)
+    X, y = _data(rng, 120)
+    Xt = rng.uniform(0, 1, (40, X.shape[1]))
+    kernel = C(1.0) * RBF(np.ones(X.shape[1])) + WhiteKernel(0.1)
+    panels(23)
+    ref = SkGPR(kernel, random_state=0).fit(X, y)
+    with skgpu.config_context(device=device):
+        ours = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+    np.testing.assert_allclose(ours.kernel_.theta, ref.kernel_.theta, rtol=1e-4, atol=1e-4)
+    assert ours.log_marginal_likelihood_value_ == pytest.approx(
+        ref.log_marginal_likelihood_value_, rel=1e-7)
+    for kw in ({}, {"return_std": True}, {"return_cov": True}):
+        with skgpu.config_context(device=device):
+            got = ours.predict(Xt, **kw)
+        want = ref.predict(Xt, **kw)
+        got, want = (got, want) if kw else ((got,), (want,))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
+
+
+def test_panels_refused_for_kernels_sklearn_evaluates(rng):
+    """A part scikit-learn evaluates (Matern nu=1.2) has no panels: the likelihood takes
+    the whole-matrix path, explicitly, and still equals scikit-learn's."""
+    kernel = C(1.0) * Matern(0.5, nu=1.2) + WhiteKernel(0.1)
+    assert not panels_supported(kernel)
+    X, y = _data(rng, 60)
+    cpu = get_backend("cpu")
+    with pytest.raises(ValueError, match="no panels"):
+        evaluate(cpu, kernel, X, None, True, rows=(0, 10))
+    lml = _LogMarginalLikelihood(cpu, X, y, 1e-6)
+    lml.panel_rows = 7
+    assert lml._rows(kernel) is None
+    got, got_grad = lml(kernel, True)
+    want, want_grad = SkGPR(kernel, alpha=1e-6, optimizer=None).fit(
+        X, y).log_marginal_likelihood(kernel.theta, eval_gradient=True)
+    assert got == pytest.approx(want, rel=1e-10)
+    np.testing.assert_allclose(got_grad, want_grad, rtol=1e-7)
+
+
+def _peak_in_n2(func, n):
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        func()
+        return (tracemalloc.get_traced_memory()[1] - base) / (8.0 * n * n)
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", ["C*RBF(ARD)+White", "C*Matern(2.5)+White"])
+def test_cpu_peak_memory_is_one_matrix_and_panels(rng, name):
+    """At n = 1,600 with large-n panels (n/32 rows), one LML + gradient, the fit and
+    predict(return_std) peak at ≤ 1.3 n² float64 on the CPU (tracemalloc), where the
+    whole-matrix evaluation holds 5-8 n²."""
+    n, d = 1600, 8
+    X, y = _data(rng, n, d)
+    kernel = KERNELS[name](d)
+    cpu = get_backend("cpu")
+    rows = int(np.ceil(n / 32))
+
+    def likelihood(rows):
+        lml = _LogMarginalLikelihood(cpu, X, y, 1e-6)
+        lml.panel_rows = rows
+        return lml(kernel, True)
+
+    whole = _peak_in_n2(lambda: likelihood(n), n)
+    panelled = _peak_in_n2(lambda: likelihood(rows), n)
+    assert whole > 4.0
+    assert panelled <= 1.3
+    np.testing.assert_allclose(likelihood(rows)[1], likelihood(n)[1], rtol=1e-8,
+                               atol=1e-10)
+
+    gp = GaussianProcessRegressor(kernel, alpha=1e-6, optimizer=None)
+    Xt = rng.uniform(0, 1, (3 * n, d))
+    with pytest.MonkeyPatch.context() as mp, skgpu.config_context(device="cpu"):
+        mp.setattr(_gpr, "SINGLE_PANEL_MAX_N", 0)
+        mp.setattr(_gpr, "_PREDICT_BLOCK_BYTES", 0)  # blocks by PREDICT_BLOCK_FRACTION
+        fit = _peak_in_n2(lambda: gp.fit(X, y), n)
+        pred = _peak_in_n2(lambda: gp.predict(Xt, return_std=True), n)
+    # the fit keeps L_ (one n²); predict holds a block's kernel terms and its solve
+    assert fit <= 1.3
+    assert pred <= 0.3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_factor_reaches_the_host_when_first_read(device, rng):
+    """A GPU fit keeps its Cholesky factor on the device (its host copy cost more than
+    the fit at n = 50,000); L_ is copied on first read and equals scikit-learn's; a
+    pickle, ``as_sklearn`` and predict on the CPU after a GPU fit all see it."""
+    import pickle
+
+    X, y = _data(rng, 200)
+    kernel = C(1.0) * RBF(0.5) + WhiteKernel(0.05)
+    ref = SkGPR(kernel, optimizer=None).fit(X, y)
+    Xt = rng.uniform(0, 1, (30, X.shape[1]))
+    for first in ("L_", "pickle", "as_sklearn", "cpu predict"):
+        with skgpu.config_context(device=device):
+            gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
+        assert ("L_" in vars(gp)) == (device == "cpu")
+        if first == "L_":
+            np.testing.assert_allclose(gp.L_, ref.L_, rtol=1e-10, atol=1e-13)
+        elif first == "pickle":
+            back = pickle.loads(pickle.dumps(gp))
+            np.testing.assert_allclose(back.L_, ref.L_, rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(back.predict(Xt), ref.predict(Xt), rtol=1e-9)
+        elif first == "as_sklearn":
+            theirs = gp.as_sklearn()
+            np.testing.assert_allclose(theirs.predict(Xt, return_std=True)[1],
+                                       ref.predict(Xt, return_std=True)[1], rtol=1e-8)
+        else:
+            with skgpu.config_context(device="cpu"):
+                np.testing.assert_allclose(gp.predict(Xt, return_std=True)[1],
+                                           ref.predict(Xt, return_std=True)[1], rtol=1e-8)
+        assert "_pending_L" not in vars(gp) and "L_" in vars(gp)
+    unfitted = GaussianProcessRegressor(kernel)
+    assert not hasattr(unfitted, "L_")
+    with pytest.raises(AttributeError, match="no attribute 'L_'"):
+        unfitted.L_
