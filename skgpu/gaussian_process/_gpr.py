@@ -273,11 +273,15 @@ def _explain_not_positive_definite(kernel):
         raise
 
 
+#: _FitResult.L of a GPU fit: the factor stays on the device until L_ is first read.
+ON_DEVICE = object()
+
+
 @dataclass
 class _FitResult:
     kernel: object
     lml_value: float
-    L: np.ndarray | None  # None: kept on the device, L_ fetched when first asked for
+    L: Any  # ndarray; None on the sparse path; ON_DEVICE: L_ fetched when first read
     alpha: np.ndarray
     device_state: tuple  # (backend name, X, lower factor, alpha) on that backend
     n_evaluations: int = 0
@@ -510,7 +514,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         self._y_train_mean, self._y_train_std = y_mean, y_std
         self.X_train_, self.y_train_ = X_train, y_train
         self.log_marginal_likelihood_value_ = result.lml_value
-        if result.L is None:  # a GPU fit: L_ comes to the host when asked for
+        if result.L is ON_DEVICE:  # a GPU fit: L_ comes to the host when first read
             self.__dict__.pop("L_", None)
             self._pending_L = True
         else:
@@ -661,7 +665,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         # PCIe into fresh pages: 8 s of a 3 s likelihood's fit at n = 50,000) is made
         # when L_ is first read (pickling, as_sklearn, or the user): see __getattr__.
         lower = lower_triangle_in_place(factor.lower, ops.xp)
-        L = None if ops.is_gpu else lower
+        L = ON_DEVICE if ops.is_gpu else lower
         state = ("dense", ops.name, lml.X, factor.lower, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=L,
                           alpha=ops.to_host(alpha_dev), device_state=state,
