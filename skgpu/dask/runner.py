@@ -223,7 +223,28 @@ def gather(client, tasks):
     with _last_pass_lock:
         previous, _last_pass = _last_pass, futures
     del previous  # released here, after the submission above
-    return client.gather(futures)
+    try:
+        return client.gather(futures)
+    except Exception as exc:
+        if not _lost_work(exc):
+            raise
+        # dask reruns work lost with a worker (a killed worker's chunks are recomputed
+        # from their recipe); it gives up when the data itself is gone (chunks scattered
+        # from the client) or a task keeps killing its workers. Nothing is fitted then.
+        raise RuntimeError(
+            "The dask fit could not complete: a worker was lost and dask could not redo "
+            "its part (chunks without a recipe, e.g. scattered from the client, are gone "
+            "with their worker; or a task killed every worker it ran on). Nothing was "
+            f"fitted. Persist X from a recipe (dask.array operations) to survive worker "
+            f"loss. dask said: {type(exc).__name__}: {exc}") from exc
+
+
+def _lost_work(exc):
+    """Whether ``exc`` is dask's report of work or data lost with a worker."""
+    import concurrent.futures
+
+    return (isinstance(exc, concurrent.futures.CancelledError)
+            or type(exc).__name__ == "KilledWorker")
 
 
 def for_fit(X, vectors=()):
