@@ -347,7 +347,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     L_ : ndarray of shape (n_samples, n_samples) or None
         Lower-triangular Cholesky factor of ``K(X_train_) + alpha·I``; None on the
         sparse path, where the factor lives in the sparse solver (cuDSS, CHOLMOD or SuperLU),
-        is dropped on pickling and rebuilt on demand.
+        is dropped on pickling and rebuilt on demand. After a GPU fit the factor stays on
+        the GPU (predict uses it there) and ``L_`` is copied to the host when first read
+        (or pickled, or converted by ``as_sklearn``): the copy of n² · 8 bytes cost more
+        than the fit itself at n = 50,000.
     alpha_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
         ``(K + alpha·I)⁻¹ y_train_``.
     log_marginal_likelihood_value_ : float
