@@ -168,93 +168,67 @@ class _LogMarginalLikelihood:
         del factor
         if rows is not None:
             return lml, self._panel_gradient(kernel, a, P, rows)
-        col_sums = a.sum(axis=0)
-        grad = np.empty(len(grads))
+        # no panels (a part scikit-learn evaluates): the whole matrices, one panel of all
+        grad = np.zeros(len(grads))
+        self._contract(grads, self._weights(a, xp.ascontiguousarray(a.T), P, 0, n), 0, grad)
+        return lml, grad
+
+    def _weights(self, a, aT, P, start, stop):
+        """Rows ``start:stop`` of ``W = ½ααᵀ - T·P``: the gradient is ``Σ_ik W_ik (∂K/∂θ_j)_ik``
+        (½ Σ_t α_tᵀ ∂K α_t - ½ T tr(K⁻¹ ∂K), as tr(K⁻¹ B) = 2·vdot(P, B) for symmetric B)."""
+        n_targets = self.y.shape[1]
+        W = self.ops.matmul(a[start:stop], aT)
+        W *= 0.5
+        W -= P[start:stop] if n_targets == 1 else n_targets * P[start:stop]
+        return W
+
+    def _panel_gradient(self, kernel, a, P, rows):
+        """The gradient panel by panel of rows: each panel's W and gradient terms made,
+        contracted and dropped in turn."""
+        n = self.y.shape[0]
+        aT = self.ops.xp.ascontiguousarray(a.T)
+        grad = np.zeros(kernel.n_dims)
+        for start in range(0, n, rows):
+            stop = min(n, start + rows)
+            _, thunks = evaluate(self.ops, kernel, self.X, None, True, rows=(start, stop))
+            assert len(thunks) == grad.size, "one gradient term per hyper-parameter"
+            self._contract(thunks, self._weights(a, aT, P, start, stop), start, grad)
+            del thunks  # this panel's kernel terms, before the next panel's are made
+        return grad
+
+    def _contract(self, thunks, W, start, grad):
+        """``grad[j] += Σ_ik W_ik (∂K/∂θ_j)_ik`` over the rows ``start:start + len(W)``,
+        each ``∂K/∂θ_j`` (``thunks[j]()``) made and dropped in turn."""
+        ops, xp = self.ops, self.ops.xp
         groups = {}  # 'sqdiff' terms by the matrix C they share: (C, [(j, x, scale)])
-        for j, thunk in enumerate(grads):
+        for j, thunk in enumerate(thunks):
             term = thunk()
             if term.kind == "sqdiff":
                 C, x, scale = term.value
                 groups.setdefault(id(C), (C, []))[1].append((j, x, scale))
-                continue
-            if term.kind == "full":
-                quad = float(xp.vdot(a, ops.matmul(term.value, a)))
-                trace = 2.0 * float(xp.vdot(P, term.value))
+            elif term.kind == "full":
+                grad[j] += float(xp.vdot(W, term.value))
             elif term.kind == "const":
-                quad = term.value * float(col_sums @ col_sums)
-                trace = 2.0 * term.value * float(P.sum())
+                grad[j] += term.value * float(W.sum())
             elif term.kind == "diag":
-                quad = float(term.value @ (a * a).sum(axis=1))
-                trace = 2.0 * float(term.value @ xp.diagonal(P))
+                grad[j] += float(term.value @ xp.diagonal(W, offset=term.offset))
             else:
                 raise AssertionError(f"unknown kernel term kind {term.kind!r}")
-            grad[j] = 0.5 * quad - 0.5 * n_targets * trace
             del term
-        if groups:
-            # Σ_ik (½A - T·P)_ik · s·C_ik (x_i - x_k)² with A = ααᵀ and G = C ∘ (½A - T·P)
-            # is s·(Σ_i x_i² (G1 + Gᵀ1)_i - 2 xᵀGx): one weighted matrix per C, then a
-            # GEMM with all of its input dimensions at once.
-            B = ops.matmul(a, xp.ascontiguousarray(a.T))
-            B *= 0.5
-            B -= P if n_targets == 1 else n_targets * P
-            del P
-            ones = xp.ones(n)
-            for C, members in groups.values():
-                G = C * B
-                r = G @ ones + ones @ G
-                Xm = xp.stack([x for _, x, _ in members], axis=1)
-                S = ops.matmul(G, Xm)
-                del G
-                quad = ops.to_host((Xm * Xm).T @ r - 2.0 * (Xm * S).sum(axis=0))
-                for (j, _, scale), value in zip(members, quad):
-                    grad[j] = scale * float(value)
-        return lml, grad
-
-
-    def _panel_gradient(self, kernel, a, P, rows):
-        """``Σ_ik W_ik (∂K/∂θ_j)_ik`` with ``W = ½ααᵀ - T·P``, panel by panel of rows."""
-        ops, xp, X = self.ops, self.ops.xp, self.X
-        n, n_targets = self.y.shape
-        aT = xp.ascontiguousarray(a.T)
-        grad = np.zeros(kernel.n_dims)
-        for start in range(0, n, rows):
-            stop = min(n, start + rows)
-            _, thunks = evaluate(ops, kernel, X, None, True, rows=(start, stop))
-            assert len(thunks) == grad.size, "one gradient term per hyper-parameter"
-            W = ops.matmul(a[start:stop], aT)
-            W *= 0.5
-            W -= P[start:stop] if n_targets == 1 else n_targets * P[start:stop]
-            groups = {}  # 'sqdiff' terms by the matrix C they share: (C, [(j, x, scale)])
-            for j, thunk in enumerate(thunks):
-                term = thunk()
-                if term.kind == "sqdiff":
-                    C, x, scale = term.value
-                    groups.setdefault(id(C), (C, []))[1].append((j, x, scale))
-                elif term.kind == "full":
-                    grad[j] += float(xp.vdot(W, term.value))
-                elif term.kind == "const":
-                    grad[j] += term.value * float(W.sum())
-                elif term.kind == "diag":
-                    grad[j] += float(term.value @ xp.diagonal(W, offset=term.offset))
-                else:
-                    raise AssertionError(f"unknown kernel term kind {term.kind!r}")
-                del term
-            # Σ_{i in panel, k} G_ik (x_i - x_k)² with G = C ∘ W is
-            # Σ_i x_i² (G1)_i + Σ_k x_k² (1ᵀG)_k - 2 Σ_i x_i (Gx)_i: one weighted panel
-            # per C, then a GEMM with all of its input dimensions at once.
-            for C, members in groups.values():
-                G = C * W
-                r, c = G.sum(axis=1), G.sum(axis=0)
-                Xm = xp.stack([x for _, x, _ in members], axis=1)
-                S = ops.matmul(G, Xm)
-                del G
-                Xp = Xm[start:stop]
-                quad = ops.to_host((Xp * Xp).T @ r + (Xm * Xm).T @ c
-                                   - 2.0 * (Xp * S).sum(axis=0))
-                for (j, _, scale), value in zip(members, quad):
-                    grad[j] += scale * float(value)
-            del W, thunks
-        return grad
+        # Σ_{i in rows, k} G_ik (x_i - x_k)² with G = C ∘ W is
+        # Σ_i x_i² (G1)_i + Σ_k x_k² (1ᵀG)_k - 2 Σ_i x_i (Gx)_i: one weighted matrix per C,
+        # then a GEMM with all of its input dimensions at once.
+        for C, members in groups.values():
+            G = C * W
+            r, c = G.sum(axis=1), G.sum(axis=0)
+            Xm = xp.stack([x for _, x, _ in members], axis=1)
+            S = ops.matmul(G, Xm)
+            del G
+            Xp = Xm[start:start + W.shape[0]]
+            quad = ops.to_host((Xp * Xp).T @ r + (Xm * Xm).T @ c
+                               - 2.0 * (Xp * S).sum(axis=0))
+            for (j, _, scale), value in zip(members, quad):
+                grad[j] += scale * float(value)
 
 
 @contextlib.contextmanager
