@@ -1,6 +1,7 @@
 """Render the committed benchmark JSON (benchmarks/results/*.json) as reStructuredText."""
 
 import json
+import re
 from pathlib import Path
 
 TITLE = "Benchmark results"
@@ -12,11 +13,18 @@ def _fmt_seconds(value):
     return f"{value * 1e3:.1f} ms"
 
 
+def _text(value):
+    """Free text from a JSON file as reStructuredText: inline markup characters and a
+    trailing underscore (``L_`` would be a link target) escaped."""
+    text = re.sub(r"([*`|\\])", r"\\\1", str(value))
+    return re.sub(r"(\w)_(?=\W|$)", r"\1\\_", text)
+
+
 def _fmt_value(value):
-    """A note's value: floats to four significant digits, the rest as they are."""
+    """A note's value: floats to four significant digits, the rest as text."""
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value)
+    return _text(value)
 
 
 def _table(rows, header=("measurement", "median (min–max)", "repeats"), widths="50 25 25"):
@@ -62,7 +70,7 @@ def render(results_dir):
             case = result.get("case", "?")
             if case == "error":
                 continue
-            lines += [f"**{case}**", ""]
+            lines += [f"**{_text(case)}**", ""]
             rows, notes = [], []
             for key, value in result.items():
                 if key == "case":

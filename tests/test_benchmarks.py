@@ -63,3 +63,18 @@ def test_bench_gp_large_runs_small(tmp_path):
     assert agree["lml_rel_diff"] < 1e-8 and agree["std_rel_diff"] < 1e-8
     assert rows[1]["skgpu"]["repeats"] == 3 and rows[3]["skgpu"]["repeats"] == 1
     assert rows[5]["case"].startswith("predict(return_std=True), 500 test points, n=900")
+
+
+def test_benchmark_page_escapes_free_text():
+    """The docs' benchmark page renders JSON text as reStructuredText: ``L_`` in a note
+    would be a link target (the -W docs build failed on one)."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        from benchmark_tables import _text, render
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert _text("the copy of L_ (80 GB)") == "the copy of L\\_ (80 GB)"
+    assert _text("a*b `x` |y|") == "a\\*b \\`x\\` \\|y\\|"
+    assert _text("n_samples") == "n_samples"
+    page = render(ROOT / "benchmarks" / "results")
+    assert "L_ " not in page and "**" in page
