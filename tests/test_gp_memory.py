@@ -152,3 +152,22 @@ def test_fit_without_optimizer_factors_once(rng, monkeypatch, cholesky):
     if cholesky == "dense":
         ref = SkGPR(kernel, optimizer=None).fit(X, y).log_marginal_likelihood_value_
         assert gp.log_marginal_likelihood_value_ == pytest.approx(ref, rel=1e-10)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_large_n_estimate_is_one_matrix_and_panels(rng, monkeypatch, name):
+    """At n = 100,000 the estimate is the panelled evaluation's, about one n x n matrix
+    (the probe runs its panels in the same proportion): 1.1-1.6 n² · 8 bytes, not the
+    3-8 of whole-matrix evaluation, so the MemoryError's largest n is ~sqrt(1/1.4) of
+    what memory holds in n² · 8."""
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 24 * 10**9)
+    n = 100_000
+    X, y = _data(rng, n, d=8)
+    with skgpu.config_context(device="cpu"), pytest.raises(MemoryError) as info:
+        GaussianProcessRegressor(KERNELS[name](8)).fit(X, y)
+    text = str(info.value)
+    multiplier = float(re.search(r"\(([\d.]+) n x n float64 matrices", text).group(1))
+    assert 1.1 <= multiplier <= 1.6, text
+    fits = int(re.search(r"largest n that fits in the CPU's memory is ([\d,]+)",
+                         text).group(1).replace(",", ""))
+    assert 0.9 * 24e9 / (8 * 1.6) < fits**2 < 0.9 * 24e9 / (8 * 1.1)
