@@ -203,3 +203,36 @@ def test_factor_reaches_the_host_when_first_read(device, rng):
     assert not hasattr(unfitted, "L_")
     with pytest.raises(AttributeError, match="no attribute 'L_'"):
         unfitted.L_
+
+
+def test_pending_factor_lifecycle_on_any_machine(rng, monkeypatch):
+    """The GPU fit's pending L_, run on the CPU backend through the seam: unset after the
+    fit, fetched once on first read, carried by pickles, copies and as_sklearn, kept by
+    a failed refit (the estimator exactly as it was), and gone after a refit on a path
+    that sets L_ at once."""
+    import copy
+    import pickle
+
+    from sklearn.base import clone
+
+    monkeypatch.setattr(_gpr, "_factor_stays_on", lambda ops: True)
+    X, y = _data(rng, 150)
+    kernel = C(1.0) * RBF(0.5) + WhiteKernel(0.05)
+    ref = SkGPR(kernel, optimizer=None).fit(X, y)
+    with skgpu.config_context(device="cpu"):
+        gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
+        assert "L_" not in vars(gp) and vars(gp)["_pending_L"]
+        twice = np.vstack([X, X])  # duplicated points: K singular without alpha
+        with pytest.raises(np.linalg.LinAlgError):  # a refit that fails in the Cholesky
+            gp.set_params(alpha=0.0, kernel=RBF(0.5)).fit(twice, np.concatenate([y, y]))
+        gp.set_params(alpha=1e-10, kernel=kernel)
+        assert "L_" not in vars(gp) and vars(gp)["_pending_L"]
+        deep = copy.deepcopy(gp)
+        assert not hasattr(clone(gp), "L_")
+        np.testing.assert_allclose(gp.L_, ref.L_, rtol=1e-10, atol=1e-13)
+        assert "_pending_L" not in vars(gp) and gp.L_ is vars(gp)["L_"]
+        for other in (pickle.loads(pickle.dumps(deep)), deep.as_sklearn()):
+            np.testing.assert_allclose(other.L_, ref.L_, rtol=1e-10, atol=1e-13)
+        monkeypatch.setattr(_gpr, "_factor_stays_on", lambda ops: False)
+        gp.fit(X[:100], y[:100])
+        assert "_pending_L" not in vars(gp) and gp.L_.shape == (100, 100)
