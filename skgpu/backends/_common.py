@@ -11,6 +11,19 @@ def not_positive_definite(what, detail):
     )
 
 
+def tril_in_place(A, xp=np):
+    """Zero the strict upper triangle of the square array A (of the array module ``xp``)
+    in place, by row blocks: ``tril`` would copy, a second n × n matrix beside a large
+    Cholesky factor or inverse."""
+    n = A.shape[0]
+    block = min(1024, max(16, n // 32))  # tril's copy of a block: small beside n²
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        A[start:stop, stop:] = 0.0
+        A[start:stop, start:stop] = xp.tril(A[start:stop, start:stop])
+    return A
+
+
 def centre_columns(ops, X, sample_weight=None):
     """``(X - x̄, x̄)`` for a dense X on ``ops``, x̄ the (weighted) column mean taken about
     X's first row: ``x̄ = x₀ + mean(X - x₀)``.

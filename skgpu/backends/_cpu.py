@@ -9,7 +9,7 @@ import scipy.sparse.linalg as spla
 from sklearn.utils.extmath import randomized_svd as _sk_randomized_svd
 
 from ._arrays import to_numpy
-from ._common import not_positive_definite
+from ._common import not_positive_definite, tril_in_place
 
 
 #: Above this order, an eigh asked for its top few pairs computes only those (SciPy).
@@ -51,12 +51,7 @@ class CholeskyFactor:
         2·vdot(P, B)`` for a symmetric B, without forming the full inverse."""
         P = self._potri(True)  # in L's memory where LAPACK could write in place
         self.L = None
-        n = P.shape[0]
-        block = min(1024, max(16, n // 32))  # np.tril's copy of a block: small beside n²
-        for start in range(0, n, block):  # zero the strict upper triangle, by row blocks
-            stop = min(n, start + block)
-            P[start:stop, stop:] = 0.0
-            P[start:stop, start:stop] = np.tril(P[start:stop, start:stop])
+        tril_in_place(P)
         P[np.diag_indices_from(P)] *= 0.5
         # C-contiguous without a copy: the transpose of a Fortran-ordered P (its upper
         # triangle then; P + Pᵀ is the same)

@@ -20,13 +20,14 @@ from sklearn.utils import check_random_state
 from .._typing import ArrayLike, MatrixLike, RandomStateLike
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
+from ..backends._common import tril_in_place
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, progress_logging
 from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, panels_supported, unsupported_reason
-from ._memory import check_host_memory, lower_triangle_in_place
+from ._memory import check_host_memory
 from ._sparse import (
     SparseLogMarginalLikelihood,
     sparse_predict,
@@ -149,14 +150,12 @@ class _LogMarginalLikelihood:
         self.n_evaluations += 1
         rows = self._rows(kernel) if eval_gradient else None
         Km, grads = self.kernel_matrix(kernel, eval_gradient and rows is None)
-        if rows is not None:
-            grads = [None] * kernel.n_dims
-        n, n_targets = y.shape
+        n = y.shape[0]
         try:
             factor = ops.cholesky(Km, what="kernel matrix", overwrite=True)
         except LinAlgError:
             # scikit-learn's convention: an impossible theta has likelihood -inf.
-            return (-np.inf, np.zeros(len(grads))) if eval_gradient else -np.inf
+            return (-np.inf, np.zeros(kernel.n_dims)) if eval_gradient else -np.inf
         del Km
         a = factor.solve(y)
         lml = _lml_from(ops, y, a, factor.logdet())
@@ -167,7 +166,7 @@ class _LogMarginalLikelihood:
         if rows is not None:
             return lml, self._panel_gradient(kernel, a, P, rows)
         # no panels (a part scikit-learn evaluates): the whole matrices, one panel of all
-        grad = np.zeros(len(grads))
+        grad = np.zeros(kernel.n_dims)
         self._contract(grads, self._weights(a, xp.ascontiguousarray(a.T), P, 0, n), 0, grad)
         return lml, grad
 
@@ -645,7 +644,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         # ever read). A GPU fit keeps it there; the host copy (n² · 8 bytes into fresh
         # host pages: the n = 50,000 fit took 8.2 s with it, 1.1 s without) is made when
         # L_ is first read (pickling, as_sklearn, or the user): see __getattr__.
-        lower = lower_triangle_in_place(factor.lower, ops.xp)
+        lower = tril_in_place(factor.lower, ops.xp)
         L = ON_DEVICE if _factor_stays_on(ops) else lower
         state = ("dense", ops.name, lml.X, factor.lower, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=L,

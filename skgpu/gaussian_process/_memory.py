@@ -29,6 +29,8 @@ import tracemalloc
 
 import numpy as np
 
+from ..backends._common import tril_in_place
+
 logger = logging.getLogger("skgpu")
 
 #: Points of the subsample whose evaluation measures the kernel's memory multiplier.
@@ -95,7 +97,7 @@ def measure_multiplier(make_lml, kernel, n, gradient, probe=PROBE_SAMPLES):
         first = value[0] if gradient else value
         Km, _ = lml.kernel_matrix(kernel)
         factor = lml.ops.cholesky(Km, what="kernel matrix", overwrite=True)
-        lml.ops.to_host(lower_triangle_in_place(factor.lower, lml.ops.xp))
+        lml.ops.to_host(tril_in_place(factor.lower, lml.ops.xp))
         del Km, factor
         peak = tracemalloc.get_traced_memory()[1] - base
     except np.linalg.LinAlgError:
@@ -106,19 +108,6 @@ def measure_multiplier(make_lml, kernel, n, gradient, probe=PROBE_SAMPLES):
     if not np.isfinite(first):
         return DEFAULT_MULTIPLIER
     return max(peak / (8.0 * m * m), 1.0)
-
-
-def lower_triangle_in_place(A, xp=np):
-    """Zero the strict upper triangle of the square array A (of the array module
-    ``xp``) in place, by row blocks (``tril`` would copy: a second n × n matrix at the
-    end of a large fit, where the factor becomes ``L_``)."""
-    n = A.shape[0]
-    block = min(1024, max(16, n // 32))  # tril's copy of a block: small beside n²
-    for start in range(0, n, block):
-        stop = min(n, start + block)
-        A[start:stop, stop:] = 0.0
-        A[start:stop, start:stop] = xp.tril(A[start:stop, start:stop])
-    return A
 
 
 def dense_bytes(n, multiplier, n_features=1, n_targets=1):
