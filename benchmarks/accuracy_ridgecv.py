@@ -5,7 +5,10 @@ the exact ones (ball arithmetic, ``tests/exact_loo.py``; worst sample, see
 ``relative_error`` there for samples at y's rounding level) is reported for skgpu on each
 available backend and for scikit-learn's ``gcv_mode='svd'`` and ``'eigen'``; wide cases
 also report the largest relative difference from a naive leave-one-out loop with Ridge,
-and whether two runs give identical results.
+and whether two runs give identical results. ``floor`` is how far the exact LOO errors
+themselves move when every entry of X changes by one rounding (relative ε, random sign;
+the largest of three draws): no float64 method whose backward error is a rounding of X
+can promise less, so a difference from scikit-learn below it is rounding, not accuracy.
 
     python benchmarks/accuracy_ridgecv.py [--out FILE]
 
@@ -73,6 +76,19 @@ def naive_loo(case):
     return out
 
 
+def rounding_floor(case, exact, shape, ref, draws=3):
+    """Largest change of the exact LOO errors under a one-rounding change of X."""
+    rng = np.random.default_rng(12345)
+    eps = np.finfo(np.float64).eps
+    worst = 0.0
+    for _ in range(draws):
+        Xp = case["X"] * (1.0 + eps * rng.choice([-1.0, 1.0], case["X"].shape))
+        moved = exact_loo_errors(Xp, case["y"], case["alphas"], case["sw"],
+                                 case["fit_intercept"]) ** 2
+        worst = max(worst, relative_error(moved.reshape(shape), exact, *ref))
+    return worst
+
+
 def run(devices):
     rows = []
     for seed in (0, 1):
@@ -83,6 +99,7 @@ def run(devices):
             exact = exact.reshape(shape)
             row = dict(case=f'{case["name"]}, seed {seed}')
             ref = (y, sw, case["fit_intercept"])
+            row["floor"] = rounding_floor(case, exact, shape, ref)
             params = dict(alphas=case["alphas"], fit_intercept=case["fit_intercept"],
                           store_cv_results=True)
             naive = naive_loo(case).reshape(shape) if case["wide"] else None

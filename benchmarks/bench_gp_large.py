@@ -34,6 +34,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 import skgpu  # noqa: E402
 from skgpu.backends import get_backend  # noqa: E402
 from skgpu.gaussian_process import GaussianProcessRegressor  # noqa: E402
+from skgpu.gaussian_process import _gpr  # noqa: E402
 from skgpu.gaussian_process._gpr import _LogMarginalLikelihood  # noqa: E402
 
 D = 8
@@ -116,6 +117,12 @@ def main(argv=None):
     parser.add_argument("--agree", type=int, default=3_000, help="n of the CPU check")
     parser.add_argument("--no-lml", action="store_true",
                         help="skip the likelihood rows (fit and predict only)")
+    parser.add_argument("--predict-fractions", type=float, nargs="+", default=None,
+                        help="predict once per PREDICT_BLOCK_FRACTION given (block size "
+                        "as a share of the factor's bytes)")
+    parser.add_argument("--default-fit", type=int, default=0, metavar="N",
+                        help="also fit with the default optimizer at n=N (one run; "
+                        "evaluations and time)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     device = "gpu" if GPU else "cpu"
@@ -168,11 +175,30 @@ def main(argv=None):
                 with skgpu.config_context(device=device):
                     return gp.predict(Xt, return_std=True)
 
-            emit({"case": f"predict(return_std=True), {args.test} test points, n={n}",
-                  "device": device, "skgpu": measure(predict, n, 1, False)})
+            for fraction in args.predict_fractions or [_gpr.PREDICT_BLOCK_FRACTION]:
+                default, _gpr.PREDICT_BLOCK_FRACTION = _gpr.PREDICT_BLOCK_FRACTION, fraction
+                try:
+                    emit({"case": f"predict(return_std=True), {args.test} test points, "
+                                  f"n={n}, block fraction {fraction:g}",
+                          "device": device, "skgpu": measure(predict, n, 1, False)})
+                finally:
+                    _gpr.PREDICT_BLOCK_FRACTION = default
         holder.clear()
         gc.collect()
         _sync()
+    if args.default_fit:
+        n = args.default_fit
+        X, y = data(n)
+        gc.collect()
+        _sync()
+        start = time.perf_counter()
+        with skgpu.config_context(device=device):
+            gp = GaussianProcessRegressor(kernel(), random_state=0).fit(X, y)
+        _sync()
+        emit({"case": f"fit, default optimizer (L-BFGS-B, no restarts), n={n}",
+              "device": device, "seconds": time.perf_counter() - start, "repeats": 1,
+              "lml_evaluations": gp._n_lml_evaluations, "kernel_": str(gp.kernel_),
+              "log_marginal_likelihood_value_": float(gp.log_marginal_likelihood_value_)})
     return 0
 
 

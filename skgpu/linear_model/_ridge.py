@@ -738,7 +738,13 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
         else:
             base = 1.0 - ops.matmul(MM, xp.ones((M.shape[1], 1), dtype=dtype)).ravel() - sw
             D += base[:, None]
+            # yw - U Uᵀyw projected once more: the first projection leaves a component
+            # in U's span of ε‖yw‖ (the residual is far smaller than yw when y is well
+            # fitted); the second removes it (classical Gram-Schmidt twice). Measured on
+            # issue 18's cases: the worst error against the exact LOO halved (4.7e-7 to
+            # 2.2e-7), the median ratio to scikit-learn's gcv_mode='svd' 0.95 to 0.42.
             R0 = yw - ops.matmul(M, spec.MtY)
+            R0 -= ops.matmul(M, ops.matmul(M.T, R0))
     else:  # M = Xw V (the eigen route for n > p): h = (M ∘ M) @ 1/(lam + α)
         G = -inv
         D = 1.0 - ops.matmul(MM, inv)
