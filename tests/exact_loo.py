@@ -50,6 +50,16 @@ def relative_error(squared, exact_sq, y, sample_weight=None, fit_intercept=True,
     return float(np.max(np.abs(squared - exact_sq) / np.maximum(exact_sq, level)))
 
 
+def _precision(X, alphas):
+    """``PREC`` bits beyond the magnitude ratio of XᵀX to the smallest α: a penalty far
+    below the Gram matrix's scale (X of 1e149, α = 0.1) must still register."""
+    big = float(np.max(np.abs(X), initial=0.0))
+    small = min(float(a) for a in np.atleast_1d(alphas))
+    if big == 0.0 or small <= 0.0:
+        return PREC
+    return PREC + max(0, int(2 * np.log2(big) - np.log2(small) + 2 * np.log2(len(X) + 1)))
+
+
 def _flint():
     global flint
     if flint is None:
@@ -74,7 +84,7 @@ def exact_loo_errors(X, y, alphas, sample_weight=None, fit_intercept=True):
     squared), rounded to float64."""
     f = _flint()
     old = f.ctx.prec
-    f.ctx.prec = PREC
+    f.ctx.prec = _precision(X, alphas)
     try:
         return _exact(f, np.asarray(X, dtype=np.float64),
                       np.asarray(y, dtype=np.float64).reshape(len(X), -1),
@@ -134,3 +144,47 @@ def _exact(f, X, Y, alphas, w, fit_intercept):
                 e = (Ya[i, k] - fitted[i, k]) / (1 - h)
                 out[i, k, a_index] = float(e.mid())
     return out
+
+
+def exact_ridge_predictions(X, y, alpha, X_new, sample_weight=None, fit_intercept=True):
+    """Predictions (m, n_targets) at ``X_new`` of the exact ridge fit (penalty α, an
+    unpenalised intercept when asked, weights w), in ball arithmetic, rounded to float64:
+    the minimum-norm solution ``Zᵀ(ZZᵀ + αI)⁻¹z`` of the rescaled, centred problem."""
+    f = _flint()
+    old = f.ctx.prec
+    f.ctx.prec = _precision(X, [alpha])
+    try:
+        X = np.asarray(X, dtype=np.float64)
+        Y = np.asarray(y, dtype=np.float64).reshape(len(X), -1)
+        n, p = X.shape
+        t = Y.shape[1]
+        arb = f.arb
+        W = [arb(1.0)] * n if sample_weight is None else [
+            arb(float(v)) for v in sample_weight]
+        total_w = sum(W, arb(0))
+        Xa, Ya = _mat(X), _mat(Y)
+        x_mean = [arb(0)] * p
+        y_mean = [arb(0)] * t
+        if fit_intercept:
+            x_mean = [sum((W[i] * Xa[i, j] for i in range(n)), arb(0)) / total_w
+                      for j in range(p)]
+            y_mean = [sum((W[i] * Ya[i, k] for i in range(n)), arb(0)) / total_w
+                      for k in range(t)]
+        Z = f.arb_mat(n, p, [(Xa[i, j] - x_mean[j]) * W[i].sqrt()
+                             for i in range(n) for j in range(p)])
+        z = f.arb_mat(n, t, [(Ya[i, k] - y_mean[k]) * W[i].sqrt()
+                             for i in range(n) for k in range(t)])
+        Zt = Z.transpose()
+        A = Z * Zt + f.arb_mat(n, n, [arb(float(alpha)) if i == j else 0
+                                      for i in range(n) for j in range(n)])
+        coef = Zt * A.solve(z)  # p × t
+        Xn = _mat(np.asarray(X_new, dtype=np.float64))
+        out = np.empty((Xn.nrows(), t))
+        for i in range(Xn.nrows()):
+            for k in range(t):
+                v = y_mean[k] + sum(((Xn[i, j] - x_mean[j]) * coef[j, k] for j in range(p)),
+                                    arb(0))
+                out[i, k] = float(v.mid())
+        return out
+    finally:
+        f.ctx.prec = old

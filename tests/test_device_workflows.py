@@ -322,7 +322,10 @@ def _outputs(est, X, y):
             out["predict_mean"], out["predict_std"] = mean, std
             out["predict_cov"] = est.predict(X[:5], return_cov=True)[1]
             out["sample_y"] = est.sample_y(X[:5], n_samples=2)
-    for name, value in vars(est).items():
+    # A GPU fit's L_ reaches the host on its first read (not in vars until then).
+    lazy = ["L_"] if hasattr(est, "kernel") else []
+    for name in [*vars(est), *lazy]:
+        value = getattr(est, name)
         if name.endswith("_") and not name.startswith("_") and isinstance(value, np.ndarray) \
                 and value.dtype.kind == "f":
             out[name] = value
