@@ -171,3 +171,90 @@ def test_large_n_estimate_is_one_matrix_and_panels(rng, monkeypatch, name):
     fits = int(re.search(r"largest n that fits in the CPU's memory is ([\d,]+)",
                          text).group(1).replace(",", ""))
     assert 0.9 * 24e9 / (8 * 1.6) < fits**2 < 0.9 * 24e9 / (8 * 1.1)
+
+
+def _count_factorisations(monkeypatch, backend_type):
+    calls = []
+    original = backend_type.cholesky
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(backend_type, "cholesky", counted)
+    return calls
+
+
+@pytest.mark.parametrize("optimizer", [None, "fmin_l_bfgs_b"])
+def test_gpu_fit_that_does_not_fit_is_refused_before_it_runs(oom_gpu, rng, monkeypatch,
+                                                              optimizer):
+    """device='gpu': a dense fit the GPU's free memory cannot hold raises
+    GPUOutOfMemoryError with the bytes, each backend's memory and the largest n that
+    fits on the GPU, before any factorisation; the estimator stays unfitted."""
+    monkeypatch.setattr(_memory, "gpu_free_bytes", lambda: 40 * 10**6)
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 8 * 10**9)
+    calls = _count_factorisations(monkeypatch, type(oom_gpu))
+    X, y = _data(rng, 3000)
+    gp = GaussianProcessRegressor(KERNELS["C*RBF(ARD)+White"](4), optimizer=optimizer)
+    with skgpu.config_context(device="gpu"):
+        with pytest.raises(skgpu.GPUOutOfMemoryError,
+                           match=r"needs about .* GB at n = 3,000 .* the GPU has 0.0 GB "
+                                 r"free, the CPU has 8.0 GB available") as info:
+            gp.fit(X, y)
+    assert calls == []
+    assert not hasattr(gp, "kernel_")
+    fits = int(re.search(r"largest n that fits in the GPU's memory is ([\d,]+)",
+                         str(info.value)).group(1).replace(",", ""))
+    assert 500 < fits < 3000
+    assert _memory.dense_bytes(fits, 1.0, 4, 1) <= 40 * 10**6
+    with skgpu.config_context(device="gpu"):
+        gp.set_params(optimizer=None).fit(X[:fits], y[:fits])
+    assert gp.backend_ == "gpu" and calls
+
+
+def test_gpu_fit_that_does_not_fit_falls_back_to_a_host_that_holds_it(oom_gpu, rng,
+                                                                      monkeypatch):
+    """device='auto': the same refusal is the GPU out-of-memory error on which the fit
+    runs on the CPU (the host has the memory), with the warning; no GPU work first."""
+    monkeypatch.setattr(_memory, "gpu_free_bytes", lambda: 40 * 10**6)
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 8 * 10**9)
+    calls = _count_factorisations(monkeypatch, type(oom_gpu))
+    X, y = _data(rng, 3000)
+    gp = GaussianProcessRegressor(KERNELS["C*RBF(ARD)+White"](4), optimizer=None)
+    with pytest.warns(skgpu.GPUFallbackWarning, match="ran out of GPU memory.*the GPU has"):
+        gp.fit(X, y)
+    assert gp.backend_ == "cpu" and calls == []
+    with skgpu.config_context(device="cpu"):
+        ref = GaussianProcessRegressor(KERNELS["C*RBF(ARD)+White"](4), optimizer=None)
+        ref.fit(X, y)
+    np.testing.assert_array_equal(gp.alpha_, ref.alpha_)
+
+
+def test_log_marginal_likelihood_beyond_the_gpu_is_refused(oom_gpu, rng, monkeypatch):
+    """The public likelihood on the GPU is checked like a fit (a model fitted at
+    n = 100,000 holds its factor: a second kernel matrix does not fit beside it)."""
+    X, y = _data(rng, 1500)
+    gp = GaussianProcessRegressor(KERNELS["C*RBF(ARD)+White"](4), optimizer=None)
+    with skgpu.config_context(device="cpu"):
+        gp.fit(X, y)
+    monkeypatch.setattr(_memory, "gpu_free_bytes", lambda: 10 * 10**6)
+    with skgpu.config_context(device="gpu"):
+        with pytest.raises(skgpu.GPUOutOfMemoryError,
+                           match="log_marginal_likelihood: the dense path needs"):
+            gp.log_marginal_likelihood(gp.kernel_.theta, eval_gradient=True)
+
+
+@pytest.mark.gpu
+def test_gpu_memory_check_on_the_device(rng, monkeypatch):
+    """On a real GPU: the free memory is read (a positive number of bytes), a fit that
+    fits runs there, and one beyond the (pretended) free memory is refused with it."""
+    free = _memory.gpu_free_bytes()
+    assert free is not None and free > 10**8
+    X, y = _data(rng, 3000)
+    kernel = KERNELS["C*RBF(ARD)+White"](4)
+    with skgpu.config_context(device="gpu"):
+        gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
+        assert gp.backend_ == "gpu"
+        monkeypatch.setattr(_memory, "gpu_free_bytes", lambda: 30 * 10**6)
+        with pytest.raises(skgpu.GPUOutOfMemoryError, match="the GPU has 0.0 GB free"):
+            GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)

@@ -27,7 +27,7 @@ from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from ._kernel_eval import _diag_add, evaluate, panels_supported, unsupported_reason
-from ._memory import check_host_memory
+from ._memory import check_gpu_memory, check_host_memory
 from ._sparse import (
     SparseLogMarginalLikelihood,
     sparse_predict,
@@ -470,10 +470,9 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                 from ..backends import get_backend
 
                 ops = get_backend("cpu")
-            if not sparse and not ops.is_gpu:
-                self._check_host_memory("GaussianProcessRegressor.fit", ops, kernel,
-                                        X_train, y_train, alpha,
-                                        gradient=self.optimizer is not None)
+            if not sparse:
+                self._check_memory("GaussianProcessRegressor.fit", ops, kernel, X_train,
+                                   y_train, alpha, gradient=self.optimizer is not None)
             fit_kernel = kernel.clone_with_theta(kernel.theta)
             # each attempt (a CPU rerun after a GPU out-of-memory) draws the same restarts
             attempt_rng = copy.deepcopy(rng)
@@ -513,15 +512,19 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         return self
 
     @staticmethod
-    def _check_host_memory(what, ops, kernel, X, y, alpha, gradient):
-        """Refuse, with the numbers, a dense evaluation the host's memory cannot hold
-        (:mod:`._memory`); the probe runs on a subsample, on the CPU."""
+    def _check_memory(what, ops, kernel, X, y, alpha, gradient):
+        """Refuse, with the numbers, a dense evaluation the memory of ``ops``' device
+        (the host's, or the GPU's) cannot hold (:mod:`._memory`); the probe runs on a
+        subsample, on the CPU."""
+        from ..backends import get_backend
+
         n = len(X)
+        cpu = get_backend("cpu")
 
         def make_lml(index):
             sub_alpha = alpha if np.ndim(alpha) == 0 else np.asarray(alpha)[index]
             Xs = X[index] if hasattr(X, "shape") else [X[i] for i in index]
-            lml = _LogMarginalLikelihood(ops, Xs, np.asarray(y)[index], sub_alpha)
+            lml = _LogMarginalLikelihood(cpu, Xs, np.asarray(y)[index], sub_alpha)
             # panels in the same proportion as at n points: the probe's peak in n² then
             # scales to n's
             lml.panel_rows = max(1, int(np.ceil(len(index) * panel_rows(n) / n)))
@@ -529,7 +532,8 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 
         n_features = X.shape[1] if getattr(X, "ndim", 1) == 2 else 1
         n_targets = y.shape[1] if np.ndim(y) == 2 else 1
-        check_host_memory(what, make_lml, kernel, n, gradient, n_features, n_targets)
+        check = check_gpu_memory if ops.is_gpu else check_host_memory
+        check(what, make_lml, kernel, n, gradient, n_features, n_targets)
 
     def _use_sparse(self, kernel, X):
         """Whether the fit takes the sparse path (``cholesky`` resolved)."""
@@ -720,10 +724,9 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                                                       alpha)
                     cache[("lml", ops.name)] = lml
                 return lml(kernel, eval_gradient)
-            if not ops.is_gpu:
-                self._check_host_memory("GaussianProcessRegressor.log_marginal_likelihood",
-                                        ops, kernel, self.X_train_, self.y_train_, alpha,
-                                        gradient=eval_gradient)
+            self._check_memory("GaussianProcessRegressor.log_marginal_likelihood", ops,
+                               kernel, self.X_train_, self.y_train_, alpha,
+                               gradient=eval_gradient)
             X = self._state_on(ops)[2] if vector else self.X_train_
             return _LogMarginalLikelihood(ops, X, self.y_train_, alpha)(kernel, eval_gradient)
 
@@ -885,7 +888,8 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
         Ks = evaluate(ops, kernel, X[start:stop], X_train)[0].full(xp, (stop - start, n))
         mean[start:stop] = ops.to_host(ops.matmul(Ks, alpha))
         if return_std:
-            V = ops.solve_triangular(lower, Ks.T)  # Ks.T is Fortran-ordered: one copy
+            # Ks.T is Fortran-ordered: solved in place, Ks is not needed again
+            V = ops.solve_triangular(lower, Ks.T, overwrite_b=True)
             del Ks
             V *= V
             var[start:stop] = kdiag[start:stop] - ops.to_host(xp.ones(n) @ V)
