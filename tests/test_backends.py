@@ -327,35 +327,6 @@ def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route, dtype):
     assert 2 * float(np.vdot(P, B)) == pytest.approx(np.trace(inv @ B), rel=t)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("order", ["F", "C"])
-@pytest.mark.parametrize("n,m", [(61, 5), (7, 1), (64, 9)])
-def test_solve_triangular_in_place(ops, rng, monkeypatch, dtype, order, n, m):
-    """``overwrite_b``: the GPU's blocked solve (trsm on diagonal blocks, GEMM below;
-    blocks of 7 rows here, so uneven last blocks), for a Fortran- or C-ordered factor
-    whose upper triangle holds garbage (only the lower one may be read), equals SciPy's."""
-    if ops.is_gpu:
-        from skgpu.backends.gpu import cublas
-
-        monkeypatch.setattr(cublas, "SOLVE_BLOCK", 7)
-    L = np.linalg.cholesky(make_spd(rng, n, np.float64))
-    garbage = L + np.triu(rng.standard_normal((n, n)), 1)
-    B = rng.standard_normal((n, m))
-    ref = sla.solve_triangular(L, B, lower=True)
-    Ld = ops.asarray(np.asarray(garbage, dtype=dtype, order=order))
-    Bd = ops.xp.asfortranarray(ops.asarray(B.astype(dtype)))
-    out = ops.solve_triangular(Ld, Bd, overwrite_b=True)
-    assert out.dtype == dtype and out.shape == (n, m)
-    assert_allclose_rel(out, ref, 1e-12 if dtype == np.float64 else 1e-4)
-    if ops.is_gpu:  # solved in B's own memory
-        assert out.data.ptr == Bd.data.ptr
-    # without overwrite_b, B is left as it was
-    Bd = ops.asarray(B.astype(dtype))
-    assert_allclose_rel(ops.solve_triangular(Ld, Bd), ref, 1e-12 if dtype == np.float64
-                        else 1e-4)
-    assert_allclose_rel(Bd, B, 0.0 if dtype == np.float64 else 1e-7)
-
-
 def test_sq_dist_matches_cdist(ops, rng):
     from scipy.spatial.distance import cdist
 

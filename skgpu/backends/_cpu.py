@@ -306,11 +306,9 @@ class CPUBackend:
         signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
         return R * signs[:, None]
 
-    def solve_triangular(self, L, B, *, overwrite_b=False):
-        """``L⁻¹ B`` for a lower-triangular L (only its lower triangle is read);
-        ``overwrite_b`` lets LAPACK solve in B's memory (a Fortran-ordered B)."""
-        return sla.solve_triangular(L, B, lower=True, overwrite_b=overwrite_b,
-                                    check_finite=False)
+    def solve_triangular(self, L, B):
+        """``L⁻¹ B`` for a lower-triangular L (only its lower triangle is read)."""
+        return sla.solve_triangular(L, B, lower=True, check_finite=False)
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
         """Factor of the SPD ``A``; ``overwrite=True`` may reuse A's memory (A must

@@ -888,8 +888,7 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
         Ks = evaluate(ops, kernel, X[start:stop], X_train)[0].full(xp, (stop - start, n))
         mean[start:stop] = ops.to_host(ops.matmul(Ks, alpha))
         if return_std:
-            # Ks.T is Fortran-ordered: solved in place, Ks is not needed again
-            V = ops.solve_triangular(lower, Ks.T, overwrite_b=True)
+            V = ops.solve_triangular(lower, Ks.T)  # Ks.T is Fortran-ordered: one copy
             del Ks
             V *= V
             var[start:stop] = kdiag[start:stop] - ops.to_host(xp.ones(n) @ V)

@@ -211,16 +211,10 @@ class GPUBackend:
             return Vt[:k].T, s[:k], U[:, :k].T
         return U[:, :k], s[:k], Vt[:k]
 
-    def solve_triangular(self, L, B, *, overwrite_b=False):
-        """``L⁻¹ B`` for a lower-triangular L (cuBLAS; only the lower triangle is read,
-        so a factor's buffer can be passed as it is). ``overwrite_b`` with a
-        Fortran-ordered B: solved in B's memory by blocks, mostly GEMM
-        (:func:`.cublas.solve_lower_in_place`)."""
-        B = self.asarray(B)
-        if (overwrite_b and B.ndim == 2 and B.flags.f_contiguous and L.dtype == B.dtype
-                and (L.flags.f_contiguous or L.flags.c_contiguous)):
-            return cublas.solve_lower_in_place(L, B)
-        return cublas.solve_triangular(L, B)
+    def solve_triangular(self, L, B):
+        """``L⁻¹ B`` for a lower-triangular L (cuBLAS trsm; only the lower triangle is
+        read, so a factor's buffer can be passed as it is)."""
+        return cublas.solve_triangular(L, self.asarray(B))
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
         F, info = cusolver.potrf(self.asarray(A), overwrite=overwrite)

@@ -1,6 +1,5 @@
 """cuBLAS (``nvmath.bindings.cublas``): trmm and syrk for the blocked inverse of a large
-Cholesky factor, a blocked in-place triangular solve (trsm and gemm), and triangular
-solves through ``cupyx.scipy.linalg``."""
+Cholesky factor, and triangular solves (trsm through ``cupyx.scipy.linalg``)."""
 
 from __future__ import annotations
 
@@ -12,9 +11,6 @@ from .handles import blas_handle
 
 #: Order of the diagonal blocks inverted by trsm in the blocked inverse.
 INVERSE_BLOCK = 512
-
-#: Rows of the diagonal blocks of :func:`solve_lower_in_place` (trsm); the rest is GEMM.
-SOLVE_BLOCK = 1024
 
 
 class ColumnMajor:
@@ -94,47 +90,6 @@ def triangular_inverse(L):
     from cupyx.scipy.linalg import solve_triangular
 
     return solve_triangular(L, cp.eye(L.shape[0], dtype=L.dtype), lower=True)
-
-
-def solve_lower_in_place(L, B, block=SOLVE_BLOCK):
-    """``B ← L⁻¹ B`` in place, for a lower-triangular n × n L (Fortran- or C-ordered;
-    only its lower triangle is read) and a Fortran-ordered n × m B. Right-looking by
-    blocks of ``block`` rows: trsm on the diagonal block, then one GEMM
-    ``B[below] -= L[below, block] B[block]``, so that all but n·block·m of the n²m
-    flops run as GEMM (cuBLAS trsm on the whole of B ran at ~47 TFLOP/s for n = 100,000
-    and m = 4,000 on the H200 host, GEMM at ~59). A C-ordered L is Lᵀ in column-major
-    terms: the same steps with the upper triangle, transposed."""
-    n, m = B.shape
-    if not B.flags.f_contiguous:
-        raise ValueError("solve_lower_in_place needs a Fortran-ordered right-hand side")
-    if not (L.flags.f_contiguous or L.flags.c_contiguous) or L.dtype != B.dtype:
-        raise ValueError("solve_lower_in_place needs a contiguous factor of B's dtype")
-    item = B.dtype.itemsize
-    prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[B.dtype]
-    trsm, gemm = getattr(cublas, prefix + "trsm"), getattr(cublas, prefix + "gemm")
-    handle = blas_handle()
-    one, minus_one = np.array([1.0], dtype=B.dtype), np.array([-1.0], dtype=B.dtype)
-    N, T = cublas.Operation.N, cublas.Operation.T
-    if L.flags.f_contiguous:  # L[i, j] at i + j·n
-        fill, op, stride = cublas.FillMode.LOWER, N, (1, n)
-    else:  # L[i, j] at j + i·n: column-major Lᵀ, upper triangular
-        fill, op, stride = cublas.FillMode.UPPER, T, (n, 1)
-
-    def at(i, j):
-        return L.data.ptr + (i * stride[0] + j * stride[1]) * item
-
-    def row(i):
-        return B.data.ptr + i * item
-
-    for k in range(0, n, block):
-        kb = min(block, n - k)
-        trsm(handle, cublas.SideMode.LEFT, fill, op, cublas.DiagType.NON_UNIT, kb, m,
-             one.ctypes.data, at(k, k), n, row(k), n)
-        rest = n - k - kb
-        if rest:
-            gemm(handle, op, N, rest, m, kb, minus_one.ctypes.data, at(k + kb, k), n,
-                 row(k), n, one.ctypes.data, row(k + kb), n)
-    return B
 
 
 def solve_triangular(L, B):
