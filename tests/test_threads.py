@@ -1,6 +1,6 @@
 """BLAS threads on the CPU backend (skgpu/backends/_threads.py): one thread for small work
-in the main thread, every thread for large work, the pools always given back, and worker
-threads never touching them (OpenBLAS takes limits only from the thread that set first)."""
+and for works running at once (from any thread), every thread for one large work, the
+pools always given back."""
 
 import threading
 
@@ -46,7 +46,7 @@ def test_large_or_unsized_work_keeps_every_thread(pools):
         assert _blas_threads() == pools
 
 
-def test_worker_threads_leave_the_pools_alone(pools):
+def test_small_work_in_a_worker_thread_runs_on_one_thread(pools):
     seen = []
 
     def work():
@@ -56,7 +56,54 @@ def test_worker_threads_leave_the_pools_alone(pools):
     t = threading.Thread(target=work)
     t.start()
     t.join()
-    assert seen == [pools]
+    assert [set(s) for s in seen] == [{1}]
+    assert _blas_threads() == pools
+
+
+def test_works_at_once_share_one_thread_each_and_give_it_back(pools):
+    """Two large works at once (one in the main thread, one in a worker): one BLAS thread
+    while both run, every thread again for the one left, the found limits at the end,
+    whichever thread ends last."""
+    started, release, seen = threading.Event(), threading.Event(), {}
+
+    def worker():
+        with managed_blas_threads(flops=10 * SMALL_WORK_FLOPS):
+            started.set()
+            release.wait(10)
+            seen["worker, alone"] = _blas_threads()
+
+    with managed_blas_threads(flops=10 * SMALL_WORK_FLOPS):
+        assert _blas_threads() == pools
+        t = threading.Thread(target=worker)
+        t.start()
+        assert started.wait(10)
+        seen["both"] = _blas_threads()
+    seen["main done"] = _blas_threads()
+    release.set()
+    t.join()
+    assert set(seen["both"]) == {1}
+    assert seen["main done"] == pools  # the worker's large work, alone now: every thread
+    assert seen["worker, alone"] == pools
+    assert _blas_threads() == pools
+
+
+def test_many_threads_at_once_end_with_the_limits_found(pools):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):  # a user's own limit is kept
+        found = _blas_threads()
+
+        def work(flops):
+            for _ in range(20):
+                with managed_blas_threads(flops=flops):
+                    np.linalg.cholesky(np.eye(50))
+
+        threads = [threading.Thread(target=work, args=(f,))
+                   for f in (1.0, 10 * SMALL_WORK_FLOPS, None, 1.0)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert _blas_threads() == found
+    assert _blas_threads() == pools
 
 
 def test_disabled_changes_nothing(pools, monkeypatch):
