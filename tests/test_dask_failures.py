@@ -89,8 +89,12 @@ def test_a_worker_killed_mid_fit_gives_the_same_model(client, tmp_path, name):
     finally:
         client.unregister_worker_plugin(plugin_name)
     assert os.path.exists(sentinel), "no worker was killed: the test did not test"
+    # The rerun folds the partial sums in another grouping (the lost chunks join the
+    # surviving worker's group): differences at the rounding level, which PCA's
+    # components amplify by 1/eigengap (up to 6e-13 seen, 1 run in 5). A model fitted to
+    # other or missing data would differ by far more than this tolerance.
     for got, want in zip(disturbed, undisturbed):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
     client.wait_for_workers(2, timeout=60)  # the nanny restarted it
 
 
