@@ -223,6 +223,41 @@ def test_nan_and_inf_rejected(rng, device, Estimator):
             Estimator().fit(X, y[:-1])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("Estimator", [Ridge, RidgeCV])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_non_finite_x_gets_sklearns_exact_error(rng, device, Estimator, dtype, bad, sparse):
+    """fit and predict: scikit-learn's message (RidgeCV's fit checks X by a sum on the
+    backend, predict through its product; the dtype named is the one scikit-learn
+    validates in: float64 for RidgeCV's fit). Word for word but for the estimator named
+    in the NaN message's advice: scikit-learn's RidgeCV names its private _RidgeGCV."""
+    X, y = make_regression_data(rng, 40, 5, dtype=dtype)
+    Xbad = X.copy()
+    Xbad[3, 2] = bad
+    if sparse:
+        X, Xbad = sp.csr_matrix(X), sp.csr_matrix(Xbad)
+    sk_class = getattr(skl, Estimator.__name__)
+
+    def message(call):
+        with pytest.raises(ValueError) as info:
+            call()
+        return str(info.value)
+
+    theirs = sk_class().fit(X, y)
+    with skgpu.config_context(device=device):
+        ours = Estimator().fit(X, y)
+        for call, reference in [(lambda: Estimator().fit(Xbad, y),
+                                 lambda: sk_class().fit(Xbad, y)),
+                                (lambda: ours.predict(Xbad), lambda: theirs.predict(Xbad))]:
+            got, want = message(call), message(reference)
+            assert got == want.replace("_RidgeGCV does not", "RidgeCV does not")
+        coef = np.array(ours.coef_, copy=True)  # a failed refit leaves the fit as it was
+        message(lambda: ours.fit(Xbad, y))
+        np.testing.assert_array_equal(ours.coef_, coef)
+
+
 # Ridge --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -142,8 +142,8 @@ def _preprocess(ops, inp, y, sample_weight, fit_intercept, dtype, owner=None):
     """
     xp = ops.xp
     X = ops.asarray(inp.data, dtype=dtype)
-    if not inp.finite:
-        check_finite_through(ops, X, inp.data, owner)
+    if not inp.finite:  # on the converted X: scikit-learn's message names float64
+        check_finite_through(ops, X, X, owner)
     y = ops.asarray(y, dtype=dtype)
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     n, p = X.shape
@@ -1003,10 +1003,10 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         inp, y = prepare_xy(self, X, y, accept_sparse=("csr", "csc", "coo"),
                             dtype=("float64", "float32"), multi_output=True,
                             y_numeric=True, ensure_all_finite=False)
-        if inp.sparse:
-            inp = inp.checked_finite(self)
+        if inp.sparse:  # checked in float64, as scikit-learn's message says
             data = inp.data.tocsr()
             inp = inp.with_data(data if data.dtype == np.float64 else data.astype(np.float64))
+            inp = inp.checked_finite(self)
         X = inp.data
         if sample_weight is not None:
             sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=np.float64,
