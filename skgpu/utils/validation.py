@@ -315,13 +315,14 @@ def _assert_all_finite_on_device(values, name):
 
     if values.size == 0 or bool(cp.isfinite(cp.sum(values, dtype=cp.float64))):
         return
-    if bool(cp.isnan(values).any()):
-        raise ValueError(f"Input X contains NaN.\n{name} does not accept missing "
-                         "values encoded as NaN natively.")
-    if not bool(cp.isfinite(values).all()):
-        raise ValueError(
-            f"Input X contains infinity or a value too large for {np.dtype(values.dtype)!r}."
-        )
+    from ._sklearn_private import _assert_all_finite
+
+    # scikit-learn's own message (its advice on NaN included), from one value of X's dtype
+    for bad, found in ((np.nan, lambda: bool(cp.isnan(values).any())),
+                       (np.inf, lambda: not bool(cp.isfinite(values).all()))):
+        if found():
+            _assert_all_finite(np.array([bad], dtype=np.dtype(values.dtype)),
+                               input_name="X", estimator_name=name)
 
 
 def checked_product(ops, X, W, estimator, bias=None, check_finite=True):
