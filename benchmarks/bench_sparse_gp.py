@@ -2,6 +2,7 @@
 
 Run on the GPU host:  python benchmarks/bench_sparse_gp.py --out results.json
 On a CPU-only machine: python benchmarks/bench_sparse_gp.py --quick
+Issue 24's own construction alone:  python benchmarks/bench_sparse_gp.py --issue-case 1000000
 Points uniform in the unit square, ~30 neighbours each within the taper range, kernel
 Tapered(ConstantKernel × Matern(nu=1.5)) + WhiteKernel. The sparse LML is checked against
 the dense path on a subset before times are reported.
@@ -16,7 +17,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import machine, run_cases, standard_parser, sync, timeit  # noqa: E402
+from _harness import GPU, machine, run_cases, standard_parser, sync, timeit  # noqa: E402
 from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 from sklearn.gaussian_process.kernels import Matern, WhiteKernel  # noqa: E402
 
@@ -85,6 +86,35 @@ def full_fit_only(n, results):
     results.append(row)
 
 
+def issue_case(n, results, predict_points=100_000, device="gpu"):
+    """Issue 24's construction as its author ran it: ``C(1.0) * Tapered(Matern(r,
+    nu=1.5), taper_range=r) + WhiteKernel(0.01)`` with r for ~30 neighbours, y =
+    sin(6x₀)·cos(4x₁) + 0.05 noise; the default fit, then predict(X[:100,000],
+    return_std=True), each timed once (the README's sparse figures are these)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (n, 2))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
+    r = np.sqrt(NEIGHBOURS / (np.pi * n))
+    kernel = C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r) + WhiteKernel(0.01)
+    row = {"case": f"issue 24's construction: fit and predict std, n={n}", "device": device}
+    with skgpu.config_context(device=device):
+        sync()
+        start = time.perf_counter()
+        gpr = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+        sync()
+        row["full_fit_s"] = time.perf_counter() - start
+        row["lml_evaluations"] = gpr._n_lml_evaluations
+        row["backend"] = gpr.backend_
+        row["kernel_"] = str(gpr.kernel_)
+        m = min(predict_points, n)
+        sync()
+        start = time.perf_counter()
+        gpr.predict(X[:m], return_std=True)
+        sync()
+        row[f"predict_std_{m}_s"] = time.perf_counter() - start
+    results.append(row)
+
+
 def bench(n, device, results, repeats, full_fit):
     ops = get_backend(device)
     X, y = make_data(n)
@@ -130,14 +160,24 @@ def bench(n, device, results, repeats, full_fit):
 
 def main():
     parser = standard_parser(__doc__.splitlines()[0])
+    parser.add_argument("--issue-case", type=int, default=0, metavar="N",
+                        help="only issue 24's construction at n=N (fit, predict std)")
+    parser.add_argument("--predict", type=int, default=100_000,
+                        help="test points of --issue-case")
     args = parser.parse_args()
     results = []
+    if args.issue_case:
+        device = "gpu" if GPU else "cpu"
+        run_cases([lambda: issue_case(args.issue_case, results, args.predict, device)],
+                  {"machine": machine(), "results": results}, args.out)
+        return
     check_against_dense(results)
     if args.quick:
         cases = [lambda: bench(20_000, "cpu", results, 2, False)]
     else:
         cases = [lambda: bench(400_000, "gpu", results, 3, True),
                  lambda: full_fit_only(1_000_000, results),
+                 lambda: issue_case(1_000_000, results),
                  lambda: bench(50_000, "cpu", results, 1, False),
                  lambda: scipy_peer(400_000, results)]
     doc = {"machine": machine(), "results": results}
