@@ -80,6 +80,16 @@ def _gpu_block_X(block_id, rows, p, seed):
     return X
 
 
+def _gpu_of_block(block):
+    """PCI bus id of the GPU holding a CuPy block, and the worker's CUDA_VISIBLE_DEVICES:
+    two workers on one GPU would take twice the compute of one (issue 23's weak scaling
+    measured 1.6x: to be ruled out first)."""
+    import os
+
+    return {"pci_bus_id": block.device.pci_bus_id,
+            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
 def _gpu_block_y(Xb, block_id, seed):
     import cupy as cp
 
@@ -144,6 +154,9 @@ def gpu_case(n, p, n_chunks, n_gpus, results, seed=0, in_memory=True):
         row["blocks_per_worker"] = sorted(collections.Counter(
             w for ws in client.who_has(distributed.futures_of(Xd)).values()
             for w in ws).values())
+        row["gpu_of_first_block_per_worker"] = {
+            w: client.submit(_gpu_of_block, fx[i], workers=[w], pure=False).result()
+            for i, w in enumerate(workers[:n_chunks])}
         ours, t = _time(lambda: fit_both(Xd, yd), 7)
         row["dask"] = t
         row["dask_pca"] = _time(lambda: PCA(16, svd_solver="covariance_eigh").fit(Xd), 7)[1]
