@@ -72,17 +72,24 @@ def scipy_peer(n, results):
     results.append(row)
 
 
+def _timed_fit(kernel, X, y, row):
+    """The default fit, timed once (device synchronised); its time, evaluations and
+    backend recorded in ``row``."""
+    sync()
+    start = time.perf_counter()
+    gpr = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+    sync()
+    row["full_fit_s"] = time.perf_counter() - start
+    row["lml_evaluations"] = gpr._n_lml_evaluations
+    row["backend"] = gpr.backend_
+    return gpr
+
+
 def full_fit_only(n, results):
     X, y = make_data(n)
     row = {"case": f"sparse GP full fit, n={n}, ~{NEIGHBOURS} neighbours", "device": "gpu"}
     with skgpu.config_context(device="gpu"):
-        sync()
-        start = time.perf_counter()
-        gpr = GaussianProcessRegressor(kernel_for(n), random_state=0).fit(X, y)
-        sync()
-        row["full_fit_s"] = time.perf_counter() - start
-        row["lml_evaluations"] = gpr._n_lml_evaluations
-        row["backend"] = gpr.backend_
+        _timed_fit(kernel_for(n), X, y, row)
     results.append(row)
 
 
@@ -98,13 +105,7 @@ def issue_case(n, results, predict_points=100_000, device="gpu"):
     kernel = C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r) + WhiteKernel(0.01)
     row = {"case": f"issue 24's construction: fit and predict std, n={n}", "device": device}
     with skgpu.config_context(device=device):
-        sync()
-        start = time.perf_counter()
-        gpr = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
-        sync()
-        row["full_fit_s"] = time.perf_counter() - start
-        row["lml_evaluations"] = gpr._n_lml_evaluations
-        row["backend"] = gpr.backend_
+        gpr = _timed_fit(kernel, X, y, row)
         row["kernel_"] = str(gpr.kernel_)
         m = min(predict_points, n)
         sync()
@@ -145,13 +146,7 @@ def bench(n, device, results, repeats, full_fit):
         _, t = timeit(lambda: lml(kernel, eval_gradient=True), max(1, repeats // 2))
         row["lml_and_fd_gradient"] = t
         if full_fit:
-            sync()
-            start = time.perf_counter()
-            gpr = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
-            sync()
-            row["full_fit_s"] = time.perf_counter() - start
-            row["lml_evaluations"] = gpr._n_lml_evaluations
-            row["backend"] = gpr.backend_
+            gpr = _timed_fit(kernel, X, y, row)
             Xq = np.random.default_rng(3).uniform(0, 1, (100_000, 2))
             _, t = timeit(lambda: gpr.predict(Xq, return_std=True), 1)
             row["predict_std_100k"] = t
