@@ -95,29 +95,35 @@ def exact_loo_errors(X, y, alphas, sample_weight=None, fit_intercept=True):
         f.ctx.prec = old
 
 
-def _exact(f, X, Y, alphas, w, fit_intercept):
+def _rescaled(f, X, Y, w, fit_intercept):
+    """The rescaled, centred problem ``Z = W^½ (X - x̄)``, ``z = W^½ (Y - ȳ)`` in ball
+    arithmetic (x̄, ȳ the w-weighted means; zero without an intercept): ``(Z, z, W,
+    total_w, x̄, ȳ)``."""
     n, p = X.shape
     t = Y.shape[1]
     arb = f.arb
     W = [arb(1.0)] * n if w is None else [arb(float(v)) for v in w]
-    sqrt_w = [wi.sqrt() for wi in W]
     total_w = sum(W, arb(0))
     Xa, Ya = _mat(X), _mat(Y)
+    x_mean, y_mean = [arb(0)] * p, [arb(0)] * t
     if fit_intercept:
-        for j in range(p):
-            mean = sum((W[i] * Xa[i, j] for i in range(n)), arb(0)) / total_w
-            for i in range(n):
-                Xa[i, j] = Xa[i, j] - mean
-        for k in range(t):
-            mean = sum((W[i] * Ya[i, k] for i in range(n)), arb(0)) / total_w
-            for i in range(n):
-                Ya[i, k] = Ya[i, k] - mean
-    # Z = W^½ Xc, z = W^½ yc: the rescaled problem
-    for i in range(n):
-        for j in range(p):
-            Xa[i, j] = Xa[i, j] * sqrt_w[i]
-        for k in range(t):
-            Ya[i, k] = Ya[i, k] * sqrt_w[i]
+        x_mean = [sum((W[i] * Xa[i, j] for i in range(n)), arb(0)) / total_w
+                  for j in range(p)]
+        y_mean = [sum((W[i] * Ya[i, k] for i in range(n)), arb(0)) / total_w
+                  for k in range(t)]
+    sqrt_w = [wi.sqrt() for wi in W]
+    Z = f.arb_mat(n, p, [(Xa[i, j] - x_mean[j]) * sqrt_w[i]
+                         for i in range(n) for j in range(p)])
+    z = f.arb_mat(n, t, [(Ya[i, k] - y_mean[k]) * sqrt_w[i]
+                         for i in range(n) for k in range(t)])
+    return Z, z, W, total_w, x_mean, y_mean
+
+
+def _exact(f, X, Y, alphas, w, fit_intercept):
+    n, p = X.shape
+    t = Y.shape[1]
+    arb = f.arb
+    Xa, Ya, W, total_w, _, _ = _rescaled(f, X, Y, w, fit_intercept)
     Zt = Xa.transpose()
     out = np.empty((n, t, len(alphas)))
     if p <= n:
@@ -159,21 +165,7 @@ def exact_ridge_predictions(X, y, alpha, X_new, sample_weight=None, fit_intercep
         n, p = X.shape
         t = Y.shape[1]
         arb = f.arb
-        W = [arb(1.0)] * n if sample_weight is None else [
-            arb(float(v)) for v in sample_weight]
-        total_w = sum(W, arb(0))
-        Xa, Ya = _mat(X), _mat(Y)
-        x_mean = [arb(0)] * p
-        y_mean = [arb(0)] * t
-        if fit_intercept:
-            x_mean = [sum((W[i] * Xa[i, j] for i in range(n)), arb(0)) / total_w
-                      for j in range(p)]
-            y_mean = [sum((W[i] * Ya[i, k] for i in range(n)), arb(0)) / total_w
-                      for k in range(t)]
-        Z = f.arb_mat(n, p, [(Xa[i, j] - x_mean[j]) * W[i].sqrt()
-                             for i in range(n) for j in range(p)])
-        z = f.arb_mat(n, t, [(Ya[i, k] - y_mean[k]) * W[i].sqrt()
-                             for i in range(n) for k in range(t)])
+        Z, z, _, _, x_mean, y_mean = _rescaled(f, X, Y, sample_weight, fit_intercept)
         Zt = Z.transpose()
         A = Z * Zt + f.arb_mat(n, n, [arb(float(alpha)) if i == j else 0
                                       for i in range(n) for j in range(n)])

@@ -199,13 +199,12 @@ def check_host_memory(what, make_lml, kernel, n, gradient, n_features=1, n_targe
                     seconds)
 
 
-def check_gpu_memory(what, make_lml, kernel, n, gradient, n_features=1, n_targets=1,
-                     free=None):
+def check_gpu_memory(what, make_lml, kernel, n, gradient, n_features=1, n_targets=1):
     """Raise :class:`~skgpu.exceptions.GPUOutOfMemoryError` (bytes needed, memory of
     each backend, the largest n that fits on the GPU) unless the GPU's free memory
-    (``free``, default :func:`gpu_free_bytes`) holds a dense evaluation at n points.
-    ``make_lml`` builds the CPU likelihood of the probe."""
-    free = gpu_free_bytes() if free is None else free
+    (:func:`gpu_free_bytes`) holds a dense evaluation at n points. ``make_lml`` builds
+    the CPU likelihood of the probe."""
+    free = gpu_free_bytes()
     if free is None:
         return
     needed, multiplier = _estimate(make_lml, kernel, n, gradient, free, n_features,
