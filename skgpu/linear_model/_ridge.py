@@ -713,6 +713,149 @@ def _resolve_gcv_mode(gcv_mode, sparse):
     return "eigen" if gcv_mode == "eigen" else "svd"
 
 
+# --------------------------------------------------------------------------------------
+# RidgeCV: residuals refined against X as given (ill-conditioned tall X)
+# --------------------------------------------------------------------------------------
+#: A column (alpha, target) of the leave-one-out residuals is refined when the estimated
+#: relative error of its float64 value, ε·κ(α)·‖yw‖/‖r(α)‖, exceeds this.
+_REFINE_TOLERANCE = 1e-10
+#: Refinement steps at most (each an error-free gradient and residual); two suffice at
+#: cond 1e10 (each step gains a factor of about ε·κ(α), below 1e-5 there).
+_REFINE_STEPS = 3
+#: Refinement converges while ε·κ(α) (the float64 spectrum's relative error in the
+#: ridge system) is below one; it is not attempted beyond this.
+_REFINE_KAPPA_LIMIT = 1e-3
+
+
+def _residual_error_estimate(s, alphas, MtY, r0_norm, yw_norm):
+    """``(n_alphas, t)`` estimates of the relative error of the float64 residuals
+    ``r(α) = yw - ŷ(α)`` of the QR route, and ``(n_alphas,)`` the ``ε·κ(α)`` they grow
+    with. ``κ(α) = s₁ · max_j s_j/(s_j² + α)`` is the condition number of the regularised
+    problem as the residual sees it (s₁/s_min for α → 0, s₁/(2√α) when α is inside the
+    spectrum): a rounding of Xw of relative size ε moves r by about ε·κ(α)·‖yw‖. ``‖r(α)‖``
+    comes from the spectrum: ``‖R0‖² + Σ_j (α/(s_j²+α))² (Uᵀyw)_j²``."""
+    eps = np.finfo(np.float64).eps
+    s = np.asarray(s, dtype=np.float64)
+    a = np.asarray(alphas, dtype=np.float64)[:, None]
+    lam = s * s
+    growth = eps * (float(s.max(initial=0.0)) * np.max(s[None, :] / (lam[None, :] + a),
+                                                       axis=1, initial=0.0))
+    g = a / (lam[None, :] + a)
+    r_norm = np.sqrt(np.asarray(r0_norm)[None, :] ** 2 + (g * g) @ (np.asarray(MtY) ** 2))
+    yw_norm = np.asarray(yw_norm)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = growth[:, None] * yw_norm / r_norm  # an exact fit (r = 0): refined
+    return np.where(yw_norm == 0, 0.0, np.where(np.isfinite(est), est, np.inf)), growth
+
+
+class _ExactResiduals:
+    """The ridge problem as given, for iterative refinement: residuals
+    ``rw(β) = √w ∘ (yc - Xc β)`` (projected off the intercept's direction c when there is
+    one) and gradients ``Xcᵀ (√w ∘ r)``, both in about twice float64's precision.
+
+    ``Xc = X - 1 x̄ᵀ`` and ``yc = y - ȳ`` are held exactly as double-doubles (TwoSum). The
+    exact value of x̄ does not matter (an intercept absorbs any shift), only that Xc is X
+    shifted exactly: the float64 centred design differs from it by a rounding of each
+    entry, which at cond 1e10 moves the leave-one-out errors by ~1e-8, the floor every
+    float64 method shares. The products are error-free
+    (:class:`~skgpu.backends._extended.SlicedMatrix`). Memory: X's size about
+    ``2 + s_rows + s_cols`` times (4 + 4 + 5 for 500,000 × 256), on the backend.
+    """
+
+    def __init__(self, ops, inp, y, X_offset, y_offset, sqrt_sw, fit_intercept):
+        from ..backends._extended import SlicedMatrix, two_sum
+
+        xp = ops.xp
+        X = ops.asarray(inp.data, dtype=np.float64)
+        Y = ops.asarray(y, dtype=np.float64)
+        Y = Y.reshape(-1, 1) if Y.ndim == 1 else Y
+        if fit_intercept:
+            X, X_lo = two_sum(xp, X, -X_offset[None, :])
+            Y, Y_lo = two_sum(xp, Y, -y_offset[None, :])
+        else:
+            X_lo = Y_lo = None
+        self.rows = SlicedMatrix(ops, X, X_lo)
+        self.cols = SlicedMatrix(ops, X, X_lo, transpose=True)
+        self.Y, self.Y_lo, self.sqrt_sw = Y, Y_lo, sqrt_sw
+        self.c = None
+        if fit_intercept:
+            c = xp.ones(X.shape[0], dtype=np.float64) if sqrt_sw is None else sqrt_sw.copy()
+            self.c = c / xp.sqrt(c @ c)
+
+    def residual(self, B, B_lo, targets):
+        """Residuals (n, k) for coefficients ``B + B_lo`` (p, k) of the targets
+        ``targets`` (k,)."""
+        r = self.rows.residual(self.Y[:, targets], B,
+                               None if self.Y_lo is None else self.Y_lo[:, targets], B_lo)
+        if self.sqrt_sw is not None:
+            r *= self.sqrt_sw[:, None]
+        if self.c is not None:
+            r -= self.c[:, None] * (self.c @ r)[None, :]
+        return r
+
+    def gradient(self, r, penalty):
+        """``Xcᵀ (√w ∘ r) - penalty`` (p, k), ``penalty = α ∘ β``."""
+        if self.sqrt_sw is not None:
+            r = r * self.sqrt_sw[:, None]
+        return -self.cols.residual(penalty, r)
+
+
+def _refined_residuals(ops, spec, exact, a_cols, targets):
+    """Residuals (n, k) of the columns ``(alpha a_cols[k], target targets[k])``, by
+    iterative refinement of the ridge coefficients against X as given: β from the
+    float64 spectrum, then ``β += (XwᵀXw + α)⁻¹ (Xwᵀ r - α β)`` with the residual r and
+    the gradient error-free (:class:`_ExactResiduals`), the inverse through the same
+    spectrum and β a double-double (a rounding of β alone moves r by ε·|X||β|, far more
+    than r where X β cancels y), until the step is below 1e-11 of β (at most
+    ``_REFINE_STEPS``). The float64 route's error at cond 1e10 lies entirely in r (exact
+    r: 4e-12–2e-10 against 1e-8–1e-7; ``benchmarks/ridgecv_error_parts.py``)."""
+    from ..backends._extended import two_sum
+
+    xp = ops.xp
+    lam = spec.s * spec.s
+    a_dev = ops.asarray(np.asarray(a_cols, dtype=np.float64))
+    t_dev = ops.asarray(np.asarray(targets, dtype=np.int64))
+    inv = 1.0 / (lam[:, None] + a_dev[None, :])
+    B = ops.matmul(spec.V, spec.MtY[:, t_dev] * (spec.s[:, None] * inv))
+    B_lo = xp.zeros_like(B)
+    r = exact.residual(B, B_lo, t_dev)
+    for _ in range(_REFINE_STEPS):
+        g = exact.gradient(r, a_dev[None, :] * B)
+        step = ops.matmul(spec.V, ops.matmul(spec.V.T, g) * inv)
+        B, err = two_sum(xp, B, step)
+        B_lo += err
+        r = exact.residual(B, B_lo, t_dev)
+        if bool(ops.to_host(xp.all(xp.max(xp.abs(step), axis=0)
+                                   <= 1e-11 * xp.max(xp.abs(B), axis=0)))):
+            break
+    return r
+
+
+def _refine_plan(ops, design, spec, yw, R0, alphas):
+    """The columns ``(alpha index, target)`` whose float64 residuals are refined: the QR
+    route on dense tall X only (the eigen route squares the condition number by design;
+    wide X's residuals are sums without that cancellation), where the estimated error
+    exceeds ``_REFINE_TOLERANCE`` and refinement converges."""
+    if spec.s is None or design.sparse or R0 is None:
+        return []
+    xp = ops.xp
+    est, growth = _residual_error_estimate(
+        ops.to_host(spec.s), alphas, ops.to_host(spec.MtY),
+        ops.to_host(xp.sqrt(xp.sum(R0 * R0, axis=0))),
+        ops.to_host(xp.sqrt(xp.sum(yw * yw, axis=0))))
+    cols = [(int(a), int(t)) for a, t in zip(*np.nonzero(est > _REFINE_TOLERANCE))]
+    far = [a for a, _ in cols if growth[a] >= _REFINE_KAPPA_LIMIT]
+    if far:
+        logger.info("RidgeCV: %d of %d leave-one-out columns are left in float64: X is "
+                    "too ill-conditioned for alpha=%g to refine them (ε·κ = %.2g).",
+                    len(far), est.size, alphas[far[0]], growth[far[0]])
+    cols = [(a, t) for a, t in cols if growth[a] < _REFINE_KAPPA_LIMIT]
+    if cols:
+        logger.debug("RidgeCV: refining %d of %d leave-one-out columns (largest "
+                     "estimated float64 error %.2g).", len(cols), est.size, float(est.max()))
+    return cols
+
+
 @dataclass
 class _GCVResult:
     alpha: object
@@ -771,6 +914,17 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
             D -= sw[:, None]
         R0 = yw
     del MM
+    refined = {}  # (alpha index, target) -> refined residual (n,)
+    plan = _refine_plan(ops, design, spec, yw, R0, alphas) if mode == "svd" else []
+    if plan:
+        exact = _ExactResiduals(ops, inp, y, X_offset, y_offset, sqrt_sw, fit_intercept)
+        for start in range(0, len(plan), 256):
+            chunk = plan[start:start + 256]
+            R = _refined_residuals(ops, spec, exact, [alphas[a] for a, _ in chunk],
+                                   [t for _, t in chunk])
+            refined.update({col: R[:, k] for k, col in enumerate(chunk)})
+            del R
+        del exact
     y_host = _host(y).astype(dtype, copy=False) if scorer is not None else None
     y_off_host = ops.to_host(y_offset)
     cv_results = np.empty((n * t, n_alphas), dtype=dtype) if store_cv_results else None
@@ -814,6 +968,8 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
         E = ops.matmul(M, spec.MtY * G)
         if R0 is not None:
             E += R0
+        for (i, _), r in refined.items():
+            E[:, i] = r
         E /= D
         if need_errors:
             scores = [finish(E[:, i:i + 1], i) for i in range(n_alphas)]
@@ -825,6 +981,9 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
             E = ops.matmul(M, spec.MtY * G[:, i:i + 1])
             if R0 is not None:
                 E += R0
+            for j in range(t):
+                if (i, j) in refined:
+                    E[:, j] = refined[i, j]
             if need_errors:
                 scores.append(finish(E / D[:, i:i + 1], i))
             else:
