@@ -47,8 +47,8 @@ from ..utils._sklearn_private import (
 )
 from ..utils.validation import (
     assert_all_finite,
-    check_finite_through,
     check_row_chunked,
+    checked_product,
     prepare,
     prepare_xy,
 )
@@ -143,11 +143,8 @@ def _preprocess(ops, inp, y, sample_weight, fit_intercept, dtype, owner=None):
     """
     xp = ops.xp
     X = ops.asarray(inp.data, dtype=dtype)
-    if not inp.finite:  # on the converted X: scikit-learn's message names float64
-        if ops.is_gpu:
-            check_finite_through(ops, X, X, owner)
-        else:  # a sum of ±inf would warn: the plain check (a pass on the host anyway)
-            assert_all_finite(X, owner)
+    if not inp.finite:  # on the converted X (scikit-learn's message names float64): one
+        assert_all_finite(X, owner)  # fused sum on the GPU, scikit-learn's check on the CPU
     y = ops.asarray(y, dtype=dtype)
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     n, p = X.shape
@@ -463,22 +460,14 @@ class _DevicePredictMixin(RegressorScoreMixin):
                 X.chunks[0], (np.shape(self.coef_)[0],))
             return X.map_blocks(self.predict, dtype=np.result_type(X.dtype, np.float32),
                                 chunks=shape, drop_axis=None if len(shape) == 2 else 1)
-        # NaN and infinity: on the GPU looked for in the product, not in X
+        # NaN and infinity are checked by checked_product (on the GPU in the product)
         inp = prepare(self, X, reset=False, accept_sparse=("csr", "csc", "coo"),
                       reject_strings=True, ensure_all_finite=False)
         one_target = np.ndim(self.coef_) == 1
-        # NumPy's promotion, as scikit-learn's ``X @ coef_.T``: float32 X on float64
-        # coefficients predicts in float64
-        dtype = np.result_type(inp.dtype, np.asarray(self.coef_).dtype)
 
         def work(ops):
-            if not ops.is_gpu:  # NumPy would warn on the arithmetic: X first
-                assert_all_finite(inp.data, self)
-            W, b = self._linear_weights(ops)
-            Xd = ops.asarray(inp.data, dtype=dtype)
-            out = ops.matmul(Xd, ops.asarray(W, dtype=dtype), bias=ops.asarray(b, dtype=dtype))
-            if ops.is_gpu:
-                check_finite_through(ops, out, inp.data, self)
+            W, b = self._linear_weights(ops)  # in coef_'s dtype: NumPy's promotion with X
+            out = checked_product(ops, inp.data, W, self, bias=b)
             return out.ravel() if one_target else out
 
         out, _ = run_with_fallback(work, operations=("matmul",), X=inp,
