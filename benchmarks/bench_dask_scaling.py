@@ -1,0 +1,264 @@
+"""Issue 23 on the two-GPU host: weak scaling, and a dataset larger than one GPU.
+
+    python benchmarks/bench_dask_scaling.py --out results.json [--large-rows 180000000]
+
+Weak scaling: 32,000,000 × 256 float32 rows per GPU in 32 CuPy chunks per GPU, made and
+persisted on the dask-cuda workers (block i on worker i mod workers); one worker fits
+32M rows, two workers 64M. PCA (covariance route), RidgeCV, TruncatedSVD and Ridge, each
+a warm-up fit and the median of 5; the ratio two-worker time / one-worker time (target
+<= 1.1 for PCA and RidgeCV). The GPU (PCI bus id) of each worker's blocks is recorded.
+
+Larger than one GPU: ``--large-rows`` × 256 float32 (180M rows: 184 GB) over two workers,
+made on the workers; PCA and RidgeCV, a warm-up and the median of 3; GB/s per GPU beside
+the one-GPU in-memory rate of the same fits (32M rows, this process); the memory each
+worker's CuPy pool holds after the fits (its high-water mark: nothing is freed back);
+the fitted models against a float64 reference summed chunk-wise on the workers.
+
+``--quick``: the same code on a CPU LocalCluster with small sizes (no GPU needed).
+"""
+
+import collections
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit  # noqa: E402
+from bench_dask import _gpu_of_block  # noqa: E402
+
+from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
+from skgpu.linear_model import Ridge, RidgeCV  # noqa: E402
+
+ALPHAS = np.logspace(-2, 4, 20)
+P = 256
+
+ESTIMATORS = {
+    "pca": lambda: PCA(16, svd_solver="covariance_eigh"),
+    "ridgecv": lambda: RidgeCV(alphas=ALPHAS),
+    "truncated_svd": lambda: TruncatedSVD(16, algorithm="randomized", random_state=0),
+    "ridge": lambda: Ridge(alpha=1.0),
+}
+
+
+def _block(block_id, rows, p, seed, gpu):
+    """Row block ``block_id`` of X and its y, made where it runs (a worker's GPU)."""
+    if gpu:
+        import cupy as xp
+
+        rng = xp.random.default_rng(seed + block_id)
+        X = rng.standard_normal((rows, p), dtype=xp.float32)
+        noise = rng.standard_normal(rows, dtype=xp.float32)
+    else:
+        xp = np
+        rng = np.random.default_rng(seed + block_id)
+        X = rng.standard_normal((rows, p), dtype=np.float32)
+        noise = rng.standard_normal(rows, dtype=np.float32)
+    # distinct column scales: well separated principal axes, so components compare
+    X *= xp.asarray(np.geomspace(10, 1, p), dtype=xp.float32)
+    y = X[:, :8].sum(axis=1, dtype=xp.float32) + noise
+    return X, y
+
+
+def _reference_block(block):
+    """float64 sums of a block: n, Σx, XᵀX, Σy, Xᵀy (on the worker, in float64)."""
+    X, y = block
+    xp = sys.modules["cupy"] if type(X).__module__.startswith("cupy") else np
+    X64, y64 = X.astype(xp.float64), y.astype(xp.float64)
+    out = (X.shape[0], X64.sum(axis=0), X64.T @ X64, float(y64.sum()), X64.T @ y64)
+    return tuple(o if isinstance(o, (int, float)) else (o.get() if xp is not np else o)
+                 for o in out)
+
+
+def _pool_bytes():
+    """What this process's CuPy pool holds (its high-water mark if never freed) and the
+    device's used bytes."""
+    import cupy as cp
+
+    free, total = cp.cuda.runtime.memGetInfo()
+    return {"pool_total_bytes": int(cp.get_default_memory_pool().total_bytes()),
+            "device_used_bytes": int(total - free)}
+
+
+def _cluster(workers, gpu):
+    from distributed import Client, LocalCluster
+
+    if gpu:
+        from dask_cuda import LocalCUDACluster
+
+        cluster = LocalCUDACluster(n_workers=workers, threads_per_worker=1)
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+    return cluster, Client(cluster, direct_to_workers=True)
+
+
+def _data(client, n_chunks, chunk, seed, gpu):
+    """X, y as persisted dask arrays of blocks made on the workers; the futures too."""
+    import dask.array as da
+    import distributed
+
+    workers = sorted(client.scheduler_info()["workers"])
+    fb = [client.submit(_block, i, chunk, P, seed, gpu, pure=False,
+                        workers=[workers[i % len(workers)]]) for i in range(n_chunks)]
+    fx = [client.submit(lambda b: b[0], f, pure=False, workers=[workers[i % len(workers)]])
+          for i, f in enumerate(fb)]
+    fy = [client.submit(lambda b: b[1], f, pure=False, workers=[workers[i % len(workers)]])
+          for i, f in enumerate(fb)]
+    distributed.wait(fx + fy)
+    if gpu:
+        import cupy as cp
+
+        meta_x, meta_y = cp.empty((0, 0), cp.float32), cp.empty(0, cp.float32)
+    else:
+        meta_x, meta_y = np.empty((0, 0), np.float32), np.empty(0, np.float32)
+    Xd = da.concatenate([da.from_delayed(f, (chunk, P), dtype=np.float32, meta=meta_x)
+                         for f in fx])
+    yd = da.concatenate([da.from_delayed(f, (chunk,), dtype=np.float32, meta=meta_y)
+                         for f in fy])
+    Xd, yd = client.persist([Xd, yd])
+    distributed.wait([Xd, yd])
+    return Xd, yd, fb, workers
+
+
+def _placement(client, Xd, fb, workers, gpu):
+    import distributed
+
+    out = {"blocks_per_worker": sorted(collections.Counter(
+        w for ws in client.who_has(distributed.futures_of(Xd)).values() for w in ws
+    ).values())}
+    if gpu:
+        out["gpu_of_first_block_per_worker"] = {
+            w: client.submit(lambda b: _gpu_of_block(b[0]), fb[i], workers=[w],
+                             pure=False).result()
+            for i, w in enumerate(workers)}
+    return out
+
+
+def _fit_times(Xd, yd, names, repeats):
+    times, models = {}, {}
+    for name in names:
+        est = ESTIMATORS[name]
+        fit = (lambda: est().fit(Xd)) if name in ("pca", "truncated_svd") else (
+            lambda: est().fit(Xd, yd))
+        models[name], times[name] = timeit(fit, repeats, warmup=1)
+    return times, models
+
+
+def weak_scaling(results, rows_per_worker, chunks_per_worker, gpu, repeats=5):
+    """One worker on rows_per_worker rows, two on twice that."""
+    medians = {}
+    for workers in (1, 2):
+        n_chunks = chunks_per_worker * workers
+        chunk = rows_per_worker // chunks_per_worker
+        cluster, client = _cluster(workers, gpu)
+        with cluster, client:
+            Xd, yd, fb, names = _data(client, n_chunks, chunk, 0, gpu)
+            row = {"case": f"weak scaling: {workers} worker(s), X {n_chunks * chunk}x{P} "
+                           f"float32, {n_chunks} chunks", "workers": workers}
+            row.update(_placement(client, Xd, fb, names, gpu))
+            times, _ = _fit_times(Xd, yd, list(ESTIMATORS), repeats)
+            row.update({f"{k}_s": v for k, v in times.items()})
+            medians[workers] = {k: v["median_s"] for k, v in times.items()}
+        results.append(row)
+    results.append({"case": "weak scaling: two-worker time (2x rows) over one-worker time",
+                    "target": "<= 1.1 for pca and ridgecv",
+                    **{k: medians[2][k] / medians[1][k] for k in medians[1]}})
+
+
+def in_memory_rate(results, rows, gpu, repeats=5):
+    """One GPU (this process), the same kind of data in memory: GB/s of PCA and RidgeCV."""
+    import skgpu
+
+    X, y = _block(0, rows, P, 0, gpu)
+    with skgpu.config_context(device="gpu" if gpu else "cpu"):
+        times, _ = _fit_times(X, y, ["pca", "ridgecv"], repeats)
+    gb = X.nbytes / 1e9
+    results.append({"case": f"in memory, one {'GPU' if gpu else 'CPU process'}: X {rows}x{P} "
+                            "float32", "gb": gb,
+                    **{f"{k}_s": v for k, v in times.items()},
+                    **{f"{k}_gb_per_s": gb / v["median_s"] for k, v in times.items()}})
+    del X, y
+    if gpu:
+        import cupy as cp
+
+        cp.get_default_memory_pool().free_all_blocks()
+    return {k: gb / v["median_s"] for k, v in times.items()}
+
+
+def larger_than_one_gpu(results, rows, chunks_per_worker, rate, gpu, repeats=3):
+    workers = 2
+    n_chunks = chunks_per_worker * workers
+    chunk = rows // n_chunks
+    cluster, client = _cluster(workers, gpu)
+    with cluster, client:
+        Xd, yd, fb, names = _data(client, n_chunks, chunk, 0, gpu)
+        gb = n_chunks * chunk * P * 4 / 1e9
+        row = {"case": f"larger than one GPU: X {n_chunks * chunk}x{P} float32 ({gb:.0f} GB), "
+                       f"{n_chunks} chunks, {workers} workers", "gb": gb}
+        row.update(_placement(client, Xd, fb, names, gpu))
+        if gpu:
+            row["memory_after_data"] = client.run(_pool_bytes)
+        times, models = _fit_times(Xd, yd, ["pca", "ridgecv"], repeats)
+        for k, v in times.items():
+            row[f"{k}_s"] = v
+            per_gpu = gb / workers / v["median_s"]
+            row[f"{k}_gb_per_s_per_gpu"] = per_gpu
+            row[f"{k}_fraction_of_in_memory_rate"] = per_gpu / rate[k]
+        if gpu:
+            row["memory_after_fits"] = client.run(_pool_bytes)
+        row.update(_against_float64(client, fb, models))
+    results.append(row)
+
+
+def _against_float64(client, fb, models):
+    """The fitted PCA and RidgeCV against float64 sums made chunk-wise on the workers."""
+    parts = client.gather([client.submit(_reference_block, f, pure=False) for f in fb])
+    n = sum(p[0] for p in parts)
+    sx = sum(p[1] for p in parts)
+    G = sum(p[2] for p in parts)
+    sy = sum(p[3] for p in parts)
+    gy = sum(p[4] for p in parts)
+    mean = sx / n
+    C = (G - n * np.outer(mean, mean)) / (n - 1)
+    vals, vecs = np.linalg.eigh(C)
+    top = vecs[:, ::-1][:, :16].T
+    pca = models["pca"]
+    signs = np.sign(np.sum(pca.components_ * top, axis=1))[:, None]
+    ridge = models["ridgecv"]
+    Cxy = gy - n * mean * (sy / n)
+    coef = np.linalg.solve(G - n * np.outer(mean, mean) + ridge.alpha_ * np.eye(P), Cxy)
+    return {"check_pca_components_rel_diff_vs_float64": rel_diff(pca.components_ * signs, top),
+            "check_pca_explained_variance_rel_diff_vs_float64": rel_diff(
+                pca.explained_variance_, vals[::-1][:16]),
+            "check_ridgecv_coef_rel_diff_vs_float64": rel_diff(np.ravel(ridge.coef_), coef),
+            "check_ridgecv_intercept_abs_diff_vs_float64": float(abs(
+                ridge.intercept_ - (sy / n - mean @ coef)))}
+
+
+def main():
+    parser = standard_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rows-per-gpu", type=int, default=32_000_000)
+    parser.add_argument("--large-rows", type=int, default=180_000_000)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["weak", "large"])
+    args = parser.parse_args()
+    gpu = GPU and not args.quick
+    rows_per_gpu = args.rows_per_gpu if gpu else 200_000
+    large_rows = args.large_rows if gpu else 1_000_000
+    chunks = 32 if gpu else 8
+    results = []
+    doc = {"machine": machine(), "results": results}
+    rate = {}
+    cases = []
+    if "weak" not in args.skip:
+        cases.append(lambda: weak_scaling(results, rows_per_gpu, chunks, gpu))
+    if "large" not in args.skip:
+        cases.append(lambda: rate.update(in_memory_rate(results, rows_per_gpu, gpu)))
+        cases.append(lambda: larger_than_one_gpu(results, large_rows, chunks, rate, gpu))
+    run_cases(cases, doc, args.out)
+
+
+if __name__ == "__main__":
+    main()
