@@ -147,10 +147,10 @@ def _fit_times(Xd, yd, names, repeats):
     return times, models
 
 
-def weak_scaling(results, rows_per_worker, chunks_per_worker, gpu, repeats=5):
+def weak_scaling(results, rows_per_worker, chunks_per_worker, gpu, max_workers=2, repeats=5):
     """One worker on rows_per_worker rows, two on twice that."""
     medians = {}
-    for workers in (1, 2):
+    for workers in range(1, max_workers + 1):
         n_chunks = chunks_per_worker * workers
         chunk = rows_per_worker // chunks_per_worker
         cluster, client = _cluster(workers, gpu)
@@ -163,6 +163,8 @@ def weak_scaling(results, rows_per_worker, chunks_per_worker, gpu, repeats=5):
             row.update({f"{k}_s": v for k, v in times.items()})
             medians[workers] = {k: v["median_s"] for k, v in times.items()}
         results.append(row)
+    if max_workers < 2:
+        return
     results.append({"case": "weak scaling: two-worker time (2x rows) over one-worker time",
                     "target": "<= 1.1 for pca and ridgecv",
                     **{k: medians[2][k] / medians[1][k] for k in medians[1]}})
@@ -188,8 +190,7 @@ def in_memory_rate(results, rows, gpu, repeats=5):
     return {k: gb / v["median_s"] for k, v in times.items()}
 
 
-def larger_than_one_gpu(results, rows, chunks_per_worker, rate, gpu, repeats=3):
-    workers = 2
+def larger_than_one_gpu(results, rows, chunks_per_worker, rate, gpu, workers=2, repeats=3):
     n_chunks = chunks_per_worker * workers
     chunk = rows // n_chunks
     cluster, client = _cluster(workers, gpu)
@@ -243,6 +244,8 @@ def main():
     parser.add_argument("--rows-per-gpu", type=int, default=32_000_000)
     parser.add_argument("--large-rows", type=int, default=180_000_000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["weak", "large"])
+    parser.add_argument("--workers", type=int, default=2,
+                        help="at most this many workers (1: a smoke run on one GPU)")
     args = parser.parse_args()
     gpu = GPU and not args.quick
     rows_per_gpu = args.rows_per_gpu if gpu else 200_000
@@ -253,10 +256,12 @@ def main():
     rate = {}
     cases = []
     if "weak" not in args.skip:
-        cases.append(lambda: weak_scaling(results, rows_per_gpu, chunks, gpu))
+        cases.append(lambda: weak_scaling(results, rows_per_gpu, chunks, gpu,
+                                                  args.workers))
     if "large" not in args.skip:
         cases.append(lambda: rate.update(in_memory_rate(results, rows_per_gpu, gpu)))
-        cases.append(lambda: larger_than_one_gpu(results, large_rows, chunks, rate, gpu))
+        cases.append(lambda: larger_than_one_gpu(results, large_rows, chunks, rate,
+                                                         gpu, args.workers))
     run_cases(cases, doc, args.out)
 
 

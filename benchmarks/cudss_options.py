@@ -1,0 +1,102 @@
+"""Issue 24 probe: cuDSS's options on the sparse GP's kernel matrix at n = 1,000,000 (the
+issue's construction: 2-D points, ~30 neighbours a row, tapered Matern 3/2 + white noise).
+
+    python benchmarks/cudss_options.py [N] > out.json
+
+For each reordering algorithm (and host threads): the time of ``plan`` (cuDSS's analysis,
+on the CPU), of one ``factorize`` and of one solve with one right-hand side (what each
+likelihood evaluation does); then, on the default plan, the solve of a block of 134
+right-hand sides (the sparse predict's std: 1 GiB blocks) for each solve algorithm.
+Every time is the median of 3 after a warm-up, except ``plan`` (once). Needs a GPU with
+cuDSS and nvmath-python.
+"""
+import json
+import statistics
+import sys
+import time
+
+import cupy as cp
+import numpy as np
+from nvmath.bindings import cudss
+from nvmath.sparse.advanced import DirectSolver
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+from sklearn.gaussian_process.kernels import Matern, WhiteKernel
+
+from skgpu.backends import get_backend
+from skgpu.backends.gpu.cudss import GPUSparseSPDFactor
+from skgpu.gaussian_process import _sparse
+from skgpu.gaussian_process.kernels import Tapered
+
+
+def timed(func, repeats=3):
+    func()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        cp.cuda.Device().synchronize()
+        start = time.perf_counter()
+        func()
+        cp.cuda.Device().synchronize()
+        times.append(time.perf_counter() - start)
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (n, 2))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
+    r = np.sqrt(30 / (np.pi * n))
+    kernel = C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r) + WhiteKernel(0.01)
+    lml = _sparse.SparseLogMarginalLikelihood(get_backend("gpu"), X, y, 1e-10)
+    lml._ensure_pattern(_sparse.support_radius(kernel))
+    A = lml.kernel_matrix(kernel)
+    options = GPUSparseSPDFactor(A, "probe")._options()
+    out = {"n": n, "nnz": int(A.nnz), "plans": [], "solves_134": []}
+    b1 = cp.asarray(y)
+    reorder = getattr(cudss, "ReorderingAlg", None) or cudss.AlgType  # nvmath 1.0 / 0.x
+    solve_alg = getattr(cudss, "SolveAlg", None) or cudss.AlgType
+    # BTF_COLAMD (for unsymmetric matrices) had not finished its plan after 480 s at
+    # n = 1,000,000 on the H200 host; COLAMD is the same kind. The symmetric orderings:
+    variants = [("DEFAULT", None), ("DEFAULT", 16)] + [
+        (m.name, None) for m in reorder if m.name in ("AMD", "NESTED_DISSECTION")]
+    for name, threads in variants:
+        row = {"reordering": name, "host_nthreads": threads}
+        try:
+            solver = DirectSolver(A, b1, options=options)
+            if threads is not None:
+                solver.plan_config.host_nthreads = threads
+            solver.plan_config.reordering_algorithm = reorder[name]
+            start = time.perf_counter()
+            solver.plan()
+            cp.cuda.Device().synchronize()
+            row["plan_s"] = time.perf_counter() - start
+            row["factorize"] = timed(solver.factorize)
+            row["solve_1"] = timed(solver.solve)
+            x = solver.solve()
+            row["residual_rel"] = float(cp.linalg.norm(A @ x - b1) / cp.linalg.norm(b1))
+            solver.free()
+        except Exception as exc:  # a variant this cuDSS refuses: recorded, the rest run
+            row["error"] = repr(exc)[:300]
+        out["plans"].append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    B = cp.asfortranarray(cp.asarray(rng.standard_normal((n, 134))))
+    solver = DirectSolver(A, B, options=options)
+    solver.plan()
+    solver.factorize()
+    for name in [m.name for m in solve_alg]:
+        row = {"solve_algorithm": name}
+        try:
+            solver.solution_config.solution_algorithm = solve_alg[name]
+            row["solve_134"] = timed(solver.solve)
+            row["per_100k_rhs_s"] = row["solve_134"]["median_s"] * 1e5 / 134
+        except Exception as exc:
+            row["error"] = repr(exc)[:300]
+        out["solves_134"].append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    solver.free()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
