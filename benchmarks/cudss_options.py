@@ -38,7 +38,8 @@ def timed(func, repeats=3):
         func()
         cp.cuda.Device().synchronize()
         times.append(time.perf_counter() - start)
-    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+            "repeats": repeats}
 
 
 def main():
