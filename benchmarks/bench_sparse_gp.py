@@ -108,6 +108,9 @@ def issue_case(n, results, predict_points=100_000, device="gpu"):
         gpr = _timed_fit(kernel, X, y, row)
         row["kernel_"] = str(gpr.kernel_)
         m = min(predict_points, n)
+        if m == 0:  # --predict 0: the fit only
+            results.append(row)
+            return
         sync()
         start = time.perf_counter()
         gpr.predict(X[:m], return_std=True)
