@@ -126,6 +126,11 @@ class Pairs:
         return self._diagonal
 
 
+def _max_abs(xp, a):
+    """Largest |entry| as a float, 0 for an empty array (CuPy's max has no ``initial``)."""
+    return float(xp.max(xp.abs(a))) if a.size else 0.0
+
+
 def pair_values(kernel, pairs, eval_gradient=False):
     """k(x_i, y_j) for every pair, as a scalar or a vector, and gradient thunks (log-theta
     order, as scikit-learn's ``theta``), evaluated with the same formulas as the dense
@@ -418,8 +423,8 @@ class SparseLogMarginalLikelihood:
             b_all = g_diag - a * K_diag
             b = float(xp.mean(b_all)) if b_all.size else 0.0
             tol = 1e-12 * max(scale, abs(a) * float(xp.max(K_diag)) if K_diag.size else 0.0)
-            exact = (float(xp.max(xp.abs(g_off - a * K_off), initial=0.0)) <= tol
-                     and float(xp.max(xp.abs(b_all - b), initial=0.0)) <= tol)
+            exact = (_max_abs(xp, g_off - a * K_off) <= tol
+                     and _max_abs(xp, b_all - b) <= tol)
             out.append((a, b, g) if exact else None)
         return out
 
