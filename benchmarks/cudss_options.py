@@ -11,7 +11,7 @@ Every time is the median of 3 after a warm-up, except ``plan`` (once). Needs a G
 cuDSS and nvmath-python.
 """
 import json
-import statistics
+import os
 import sys
 import time
 
@@ -22,6 +22,9 @@ from nvmath.sparse.advanced import DirectSolver
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.gaussian_process.kernels import Matern, WhiteKernel
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _harness import timeit  # noqa: E402
+
 from skgpu.backends import get_backend
 from skgpu.backends.gpu.cudss import GPUSparseSPDFactor
 from skgpu.gaussian_process import _sparse
@@ -29,17 +32,8 @@ from skgpu.gaussian_process.kernels import Tapered
 
 
 def timed(func, repeats=3):
-    func()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeats):
-        cp.cuda.Device().synchronize()
-        start = time.perf_counter()
-        func()
-        cp.cuda.Device().synchronize()
-        times.append(time.perf_counter() - start)
-    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
-            "repeats": repeats}
+    """Median of ``repeats`` after a warm-up, device synchronised (the harness's)."""
+    return timeit(func, repeats, warmup=1)[1]
 
 
 def main():
