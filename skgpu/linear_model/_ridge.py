@@ -747,9 +747,9 @@ class _ExactResiduals:
     shifted exactly: the float64 centred design differs from it by a rounding of each
     entry, which at cond 1e10 moves the leave-one-out errors by ~1e-8, the floor every
     float64 method shares. The products are error-free
-    (:class:`~skgpu.backends._extended.SlicedMatrix`). Memory: X's size about
-    ``2 + s_rows + s_cols`` times (4 + 4 + 5 for 500,000 × 256), on the backend.
-    """
+    (:class:`~skgpu.backends._extended.SlicedMatrix`). Memory on the backend: X's size
+    ``2 + (1 + s_rows) + (1 + s_cols)`` times (Xc's two parts, and for each product a
+    scaled copy and its slices): 2 + 5 + 6 = 13 for 500,000 × 256."""
 
     def __init__(self, ops, inp, y, X_offset, y_offset, sqrt_sw, fit_intercept):
         from ..backends._extended import SlicedMatrix, two_sum
