@@ -205,3 +205,22 @@ def test_reference_agrees_with_a_brute_force_loop(rng):
         exact = _exact_squared(X, y, [0.3, 3.0], sw, fit_intercept)
         naive = _naive_loo(X, y, [0.3, 3.0], sw, fit_intercept)
         np.testing.assert_allclose(exact, naive, rtol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_refined_columns_reach_per_target_alphas_and_the_scorer(device, rng):
+    """The refined residuals reach the per-target loop (one alpha at a time for several
+    targets): within 1e-8 of the exact LOO errors (it fails without the refinement).
+    With a scorer, each target's alpha is the one the exact errors pick (the stored
+    predictions themselves are y's rounding away from exact either way)."""
+    X, y, sw = _tall_case(rng, 400, 20, True, True, 2)
+    alphas = [1e-13, 1e-8, 1e-3]
+    exact = _exact_squared(X, y, alphas, sw, True)  # (n, 2, n_alphas)
+    ours = _fit(RidgeCV, device, X, y, sw, alphas=alphas, alpha_per_target=True)
+    assert relative_error(ours.cv_results_, exact, y, sw) <= 1e-8
+    scored = _fit(RidgeCV, device, X, y, sw, alphas=alphas, alpha_per_target=True,
+                  scoring="neg_mean_squared_error")
+    # the weighted MSE of LOO predictions is Σ e² / Σ w: the exact errors' sums decide
+    best = [alphas[int(np.argmin(exact[:, j, :].sum(axis=0)))] for j in range(2)]
+    np.testing.assert_array_equal(scored.alpha_, best)
+    np.testing.assert_array_equal(ours.alpha_, best)
