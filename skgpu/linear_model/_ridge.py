@@ -760,8 +760,8 @@ class _ExactResiduals:
         Y = ops.asarray(y, dtype=np.float64)
         Y = Y.reshape(-1, 1) if Y.ndim == 1 else Y
         if fit_intercept:
-            X, X_lo = two_sum(xp, X, -X_offset[None, :])
-            Y, Y_lo = two_sum(xp, Y, -y_offset[None, :])
+            X, X_lo = two_sum(X, -X_offset[None, :])
+            Y, Y_lo = two_sum(Y, -y_offset[None, :])
         else:
             X_lo = Y_lo = None
         self.rows = SlicedMatrix(ops, X, X_lo)
@@ -812,7 +812,7 @@ def _refined_residuals(ops, spec, exact, a_cols, targets):
     for _ in range(_REFINE_STEPS):
         g = exact.gradient(r, a_dev[None, :] * B)
         step = ops.matmul(spec.V, ops.matmul(spec.V.T, g) * inv)
-        B, err = two_sum(xp, B, step)
+        B, err = two_sum(B, step)
         B_lo += err
         r = exact.residual(B, B_lo, t_dev)
         if bool(ops.to_host(xp.all(xp.max(xp.abs(step), axis=0)
@@ -941,7 +941,7 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
         R0 = yw
     del MM
     refined = {}  # (alpha index, target) -> refined residual (n,)
-    plan = _refine_plan(ops, design, spec, yw, R0, alphas) if mode == "svd" else []
+    plan = _refine_plan(ops, design, spec, yw, R0, alphas)
     if plan:
         exact = _ExactResiduals(ops, inp, y, X_offset, y_offset, sqrt_sw, fit_intercept)
         for start in range(0, len(plan), 256):
