@@ -91,7 +91,7 @@ def test_ridge(client, rng, dtype, fit_intercept, weighted):
     sw = rng.uniform(0.5, 2.0, 1500) if weighted else None
     Xd, Yd = da.from_array(X, chunks=(400, -1)), da.from_array(Y, chunks=(400, -1))
     swd = None if sw is None else da.from_array(sw, chunks=400)
-    params = dict(alpha=[0.1, 1.0, 10.0], fit_intercept=fit_intercept)
+    params = dict(alpha=np.array([0.1, 1.0, 10.0]), fit_intercept=fit_intercept)
     ours = Ridge(**params).fit(Xd, Yd, sample_weight=swd)
     ref = Ridge(**params).fit(X, Y, sample_weight=sw)
     assert_allclose_rel(ours.coef_, ref.coef_, _tol(dtype))

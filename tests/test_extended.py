@@ -98,7 +98,7 @@ def test_two_sum_is_exact(seed):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal(200) * 10.0 ** rng.uniform(-20, 20, 200)
     b = rng.standard_normal(200) * 10.0 ** rng.uniform(-20, 20, 200)
-    s, e = two_sum(np, a, b)
+    s, e = two_sum(a, b)
     for x, y, hi, lo in zip(a, b, s, e):
         assert Fraction(float(x)) + Fraction(float(y)) == Fraction(float(hi)) + Fraction(
             float(lo))

@@ -224,3 +224,22 @@ def test_refined_columns_reach_per_target_alphas_and_the_scorer(device, rng):
     best = [alphas[int(np.argmin(exact[:, j, :].sum(axis=0)))] for j in range(2)]
     np.testing.assert_array_equal(scored.alpha_, best)
     np.testing.assert_array_equal(ours.alpha_, best)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("scale, alpha", [(1.0, 1e-40), (1e150, 0.1)])
+@pytest.mark.parametrize("fit_intercept,weighted", [(False, False), (True, True)])
+def test_exactly_rank_deficient_x_is_exact(device, rng, scale, alpha, fit_intercept,
+                                           weighted):
+    """Two equal columns: the QR route's third singular value is rounding (~ε·s₁), far
+    above √α here; kept, it entered the hat matrix in full (best_score_ 900 times the
+    exact one at scale 1e150; scikit-learn's is off too). Taken as zero, the LOO errors
+    are the exact ones."""
+    X = rng.standard_normal((30, 4)) * scale
+    X = np.column_stack([X, X[:, 1]])
+    y = rng.standard_normal(30)
+    sw = rng.uniform(0.5, 2.0, 30) if weighted else None
+    alphas = [alpha, alpha * 1e3]
+    exact = _exact_squared(X, y, alphas, sw, fit_intercept)
+    ours = _fit(RidgeCV, device, X, y, sw, alphas=alphas, fit_intercept=fit_intercept)
+    assert relative_error(ours.cv_results_, exact, y, sw, fit_intercept) <= 1e-6

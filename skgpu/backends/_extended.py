@@ -26,7 +26,7 @@ import math
 KEPT_BITS = 64
 
 
-def two_sum(xp, a, b):
+def two_sum(a, b):
     """``(s, e)`` with ``s = fl(a + b)`` and ``a + b = s + e`` exactly (Knuth)."""
     s = a + b
     bb = s - a
@@ -74,7 +74,7 @@ class SlicedMatrix:
 
     def __init__(self, ops, A, A_lo=None, *, transpose=False):
         xp = ops.xp
-        self.ops, self.transpose = ops, transpose
+        self.ops = ops
         inner = 0 if transpose else 1  # A's axis that the products sum over
         self.bits, self.count = slice_bits(A.shape[inner]), slice_count(A.shape[inner])
         # Each index of the inner dimension is scaled by a power of two (exact) to a
@@ -108,7 +108,7 @@ class SlicedMatrix:
         lo = xp.zeros_like(hi) if Y_lo is None else Y_lo.copy()
         for total in range(self.count):
             for i in range(total + 1):
-                hi, err = two_sum(xp, hi, -ops.matmul(self.parts[i], Bs[total - i]))
+                hi, err = two_sum(hi, -ops.matmul(self.parts[i], Bs[total - i]))
                 lo += err
         if self.lo is not None:
             lo -= ops.matmul(self.lo, B)

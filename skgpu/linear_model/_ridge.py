@@ -202,6 +202,7 @@ class _Spectrum:
     orthonormal: bool
     V: object = None
     s: object = None  # singular values (QR route) for the pseudo-inverse threshold
+    dropped: bool = False  # rounding-level singular values set to zero (RidgeCV)
 
     def coef(self, design, inv):
         """Coefficients (p, t) for ``inv`` = 1/(lam+α) of shape (r, t)."""
@@ -759,8 +760,8 @@ class _ExactResiduals:
         Y = ops.asarray(y, dtype=np.float64)
         Y = Y.reshape(-1, 1) if Y.ndim == 1 else Y
         if fit_intercept:
-            X, X_lo = two_sum(xp, X, -X_offset[None, :])
-            Y, Y_lo = two_sum(xp, Y, -y_offset[None, :])
+            X, X_lo = two_sum(X, -X_offset[None, :])
+            Y, Y_lo = two_sum(Y, -y_offset[None, :])
         else:
             X_lo = Y_lo = None
         self.rows = SlicedMatrix(ops, X, X_lo)
@@ -811,7 +812,7 @@ def _refined_residuals(ops, spec, exact, a_cols, targets):
     for _ in range(_REFINE_STEPS):
         g = exact.gradient(r, a_dev[None, :] * B)
         step = ops.matmul(spec.V, ops.matmul(spec.V.T, g) * inv)
-        B, err = two_sum(xp, B, step)
+        B, err = two_sum(B, step)
         B_lo += err
         r = exact.residual(B, B_lo, t_dev)
         if bool(ops.to_host(xp.all(xp.max(xp.abs(step), axis=0)
@@ -824,8 +825,15 @@ def _refine_plan(ops, design, spec, yw, R0, alphas):
     """The columns ``(alpha index, target)`` whose float64 residuals are refined: the QR
     route on dense tall X only (the eigen route squares the condition number by design;
     wide X's residuals are sums without that cancellation), where the estimated error
-    exceeds ``_REFINE_TOLERANCE`` and refinement converges."""
+    exceeds ``_REFINE_TOLERANCE`` and refinement converges; none when singular values
+    were dropped as rounding (:func:`_drop_rounding_singular_values`)."""
     if spec.s is None or design.sparse or R0 is None:
+        return []
+    if spec.dropped:
+        # X is numerically rank-deficient: against X as given, the refinement would fit
+        # the directions the spectrum has dropped (their exact singular values may be
+        # far above √α), and need not converge
+        logger.debug("RidgeCV: no refinement: X is numerically rank-deficient.")
         return []
     ones = ops.xp.ones((1, R0.shape[0]), dtype=R0.dtype)
 
@@ -848,6 +856,30 @@ def _refine_plan(ops, design, spec, yw, R0, alphas):
     return cols
 
 
+def _drop_rounding_singular_values(ops, spec):
+    """Singular values of Xw at or below ``max(n, p)·ε·s₁`` (NumPy's ``lstsq`` threshold)
+    are rounding: the QR route computes every singular value to ~ε·s₁, so below that
+    the data as given cannot tell them from zero. They are set to zero, so that their
+    directions count as outside X's span. Kept, a rounding-size singular value far above
+    √α (X of scale 1e150 with two equal columns, α = 0.1) enters the hat matrix in full:
+    its best_score_ was 900 times the exact one (scikit-learn's is off too). Left out, the
+    answer is the exact one for exactly rank-deficient X. Where the exact value is nonzero
+    but below the threshold, no float64 method resolves it."""
+    n, p = spec.M.shape[0], spec.V.shape[0]
+    s_host = ops.to_host(spec.s)
+    if s_host.size == 0:
+        return
+    tol = max(n, p) * np.finfo(np.float64).eps * float(s_host.max())
+    small = s_host <= tol
+    if np.any(small & (s_host > 0)):
+        logger.debug("RidgeCV: %d singular value(s) of X at rounding level (<= %.3g) "
+                     "taken as zero.", int(np.sum(small & (s_host > 0))), tol)
+        keep = ops.asarray((~small).astype(np.float64))
+        spec.s = spec.s * keep  # (Uᵀyw stays: the residual keeps that component whole)
+        spec.lam = spec.lam * keep
+        spec.dropped = True
+
+
 @dataclass
 class _GCVResult:
     alpha: object
@@ -868,6 +900,8 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
     design, yw, X_offset, y_offset, sqrt_sw = _preprocess(ops, inp, y, sample_weight,
                                                           fit_intercept, dtype, owner)
     spec = _decompose(ops, design, yw, mode, fit_intercept=fit_intercept)
+    if spec.s is not None:
+        _drop_rounding_singular_values(ops, spec)
     n, t = yw.shape
     n_alphas = len(alphas)
     a_dev = ops.asarray(np.asarray(alphas, dtype=dtype))
@@ -907,7 +941,7 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
         R0 = yw
     del MM
     refined = {}  # (alpha index, target) -> refined residual (n,)
-    plan = _refine_plan(ops, design, spec, yw, R0, alphas) if mode == "svd" else []
+    plan = _refine_plan(ops, design, spec, yw, R0, alphas)
     if plan:
         exact = _ExactResiduals(ops, inp, y, X_offset, y_offset, sqrt_sw, fit_intercept)
         for start in range(0, len(plan), 256):
