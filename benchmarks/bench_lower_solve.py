@@ -87,6 +87,11 @@ def main(argv=None):
                 setup = time.perf_counter() - start
                 V, stats = timed(solver, B0, Bw)
                 diff = float(cp.linalg.norm(V - ref) / cp.linalg.norm(ref))
+                lead = min(n, 4096)  # residual of the leading rows: L[:lead, :lead] V[:lead]
+                for name, X in (("blocked", V), ("trsm", ref)):
+                    R = cp.tril(F[:lead, :lead]) @ X[:lead] - B0[:lead]
+                    print(name, "leading residual", float(cp.linalg.norm(R)
+                                                          / cp.linalg.norm(B0[:lead])))
                 emit({"case": f"blocked by halves, leaf {leaf}, n={n}, k={k}", "n": n,
                       "k": k, "leaf": leaf, "skgpu": stats,
                       "TFLOPs": round(flops / stats["median_s"] / 1e12, 1),

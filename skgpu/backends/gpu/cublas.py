@@ -145,10 +145,10 @@ class LowerSolver:
 
     def _gemm(self, m, k, inner, alpha, a, lda, b, ldb, beta, c, ldc):
         cm = self.cm
+        alpha, beta = cm.scalar(alpha), cm.scalar(beta)  # alive through the call
         getattr(cublas, cm.prefix + "gemm")(
             cm.handle, cublas.Operation.N, cublas.Operation.N, m, k, inner,
-            cm.scalar(alpha).ctypes.data, a, lda, b, ldb, cm.scalar(beta).ctypes.data,
-            c, ldc)
+            alpha.ctypes.data, a, lda, b, ldb, beta.ctypes.data, c, ldc)
 
     def _solve(self, B, r0, r1):
         n, k, item = self.cm.n, B.shape[1], B.dtype.itemsize
