@@ -15,7 +15,6 @@ tens of seconds, once after the first size's warm-up (``repeats`` says so).
 """
 
 import argparse
-import contextlib
 import gc
 import json
 import os
@@ -91,27 +90,6 @@ def measure(func, n, repeats, warmup):
     return row
 
 
-@contextlib.contextmanager
-def solve_route(route, leaf):
-    """Predict's triangular solve as shipped, or forced to cuBLAS trsm or to the blocked
-    solve (``skgpu.backends.gpu``'s BLOCKED_SOLVE_MIN and cublas.SOLVE_LEAF); yields the
-    case label's suffix."""
-    if not GPU or (route == "default" and leaf is None):
-        yield ""
-        return
-    from skgpu.backends.gpu import backend, cublas
-
-    saved = backend.BLOCKED_SOLVE_MIN, cublas.SOLVE_LEAF
-    try:
-        if route != "default":
-            backend.BLOCKED_SOLVE_MIN = 1 << 62 if route == "trsm" else 0
-        if leaf is not None:
-            cublas.SOLVE_LEAF = leaf
-        yield (f", solve {route}" + (f" (leaf {cublas.SOLVE_LEAF})" if route != "trsm" else ""))
-    finally:
-        backend.BLOCKED_SOLVE_MIN, cublas.SOLVE_LEAF = saved
-
-
 def agreement(n, device):
     """GPU (or this machine's backend) against the CPU path: LML, gradient, predictions."""
     X, y = data(n, seed=1)
@@ -142,12 +120,6 @@ def main(argv=None):
     parser.add_argument("--predict-fractions", type=float, nargs="+", default=None,
                         help="predict once per PREDICT_BLOCK_FRACTION given (block size "
                         "as a share of the factor's bytes)")
-    parser.add_argument("--solve", nargs="+", choices=["default", "trsm", "blocked"],
-                        default=["default"],
-                        help="predict's triangular solve on the GPU: as shipped, cuBLAS "
-                        "trsm, or by halves with GEMM at every n (one predict each)")
-    parser.add_argument("--solve-leaf", type=int, default=None,
-                        help="leaf order of the blocked solve (cublas.SOLVE_LEAF)")
     parser.add_argument("--default-fit", type=int, default=0, metavar="N",
                         help="also fit with the default optimizer at n=N (one run; "
                         "evaluations and time)")
@@ -203,18 +175,14 @@ def main(argv=None):
                 with skgpu.config_context(device=device):
                     return gp.predict(Xt, return_std=True)
 
-            for route in args.solve:
-                for fraction in args.predict_fractions or [_gpr.PREDICT_BLOCK_FRACTION]:
-                    default, _gpr.PREDICT_BLOCK_FRACTION = (_gpr.PREDICT_BLOCK_FRACTION,
-                                                            fraction)
-                    try:
-                        with solve_route(route, args.solve_leaf) as label:
-                            emit({"case": f"predict(return_std=True), {args.test} test "
-                                          f"points, n={n}, block fraction {fraction:g}"
-                                          + label,
-                                  "device": device, "skgpu": measure(predict, n, 1, False)})
-                    finally:
-                        _gpr.PREDICT_BLOCK_FRACTION = default
+            for fraction in args.predict_fractions or [_gpr.PREDICT_BLOCK_FRACTION]:
+                default, _gpr.PREDICT_BLOCK_FRACTION = _gpr.PREDICT_BLOCK_FRACTION, fraction
+                try:
+                    emit({"case": f"predict(return_std=True), {args.test} test points, "
+                                  f"n={n}, block fraction {fraction:g}",
+                          "device": device, "skgpu": measure(predict, n, 1, False)})
+                finally:
+                    _gpr.PREDICT_BLOCK_FRACTION = default
         holder.clear()
         gc.collect()
         _sync()

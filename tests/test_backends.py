@@ -340,38 +340,22 @@ def _exact_lower_solve(L, B):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("route", ["trsm", "blocked"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_triangular_solver_against_exact(ops, route, dtype, seed, monkeypatch):
-    """The predictive variance's solve, ``B ↦ L⁻¹ B`` for a Cholesky factor L: by
-    substitution (trsm) and, on the GPU, by halves with inverted diagonal blocks (several
-    levels, uneven halves), against the exact solution of the rounded L and B."""
-    if route == "blocked":
-        if not ops.is_gpu:
-            pytest.skip("the blocked solve is the GPU's replacement for trsm at large n")
-        from skgpu.backends.gpu import backend, cublas
-
-        monkeypatch.setattr(backend, "BLOCKED_SOLVE_MIN", 10)
-        monkeypatch.setattr(cublas, "SOLVE_LEAF", 7)
+def test_solve_triangular_against_exact(ops, dtype, seed):
+    """The predictive variance's solve ``L⁻¹ B`` against a Cholesky factor's buffer (its
+    strict upper triangle unspecified), against the exact solution of the rounded L
+    and B, and as accurate as scipy's substitution on the same L and B."""
     rng = np.random.default_rng(seed)
     n, k = 61, 9
     cond = 1e8 if dtype == np.float64 else 1e3
     A = make_spd(rng, n, dtype, cond=cond)
-    fac = ops.cholesky(ops.asarray(A), what="test matrix")
-    lower = fac.lower
+    lower = ops.cholesky(ops.asarray(A), what="test matrix").lower
     L = np.tril(to_host(lower)).astype(np.float64)
     B = rng.standard_normal((n, k)).astype(dtype)
     exact = _exact_lower_solve(L, B.astype(np.float64))
-    solve = ops.triangular_solver(lower)
-    if route == "blocked":
-        from skgpu.backends.gpu import cublas
-
-        assert isinstance(getattr(solve, "solver", None), cublas.LowerSolver)
-    V = to_host(solve(ops.asarray(np.asfortranarray(B)))).astype(np.float64)
+    V = to_host(ops.solve_triangular(lower, ops.asarray(B))).astype(np.float64)
     assert V.shape == (n, k)
-    # Substitution's forward error is at most about n·u·κ(L) ‖V‖, κ(L) = √cond(A); the
-    # blocked solve's carries its diagonal blocks' condition numbers, no larger. Both are
-    # also held to what scipy's substitution reaches on the same L and B in that dtype.
+    # Substitution's forward error is at most about n·u·κ(L) ‖V‖, κ(L) = √cond(A).
     u = np.finfo(dtype).eps
     err = np.linalg.norm(V - exact) / np.linalg.norm(exact)
     sub = sla.solve_triangular(L.astype(dtype), B, lower=True)

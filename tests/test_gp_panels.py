@@ -104,45 +104,6 @@ def test_panel_fit_with_the_optimizer_and_predict_equal_sklearn(device, panels, 
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("name", ["C*RBF(ARD)+White", "C*Matern(2.5)+White"])
-def test_predict_std_by_the_blocked_solve_equals_sklearn(monkeypatch, seed, name):
-    """At large n the GPU solves the variance's triangular systems by halves with GEMM
-    (``BLOCKED_SOLVE_MIN``); forced here onto n = 300 with leaves of 19 rows and test
-    rows in several blocks, std and mean equal scikit-learn's and the trsm route's."""
-    from skgpu.backends.gpu import backend, cublas
-
-    rng = np.random.default_rng(seed)
-    X, y = _data(rng, 300)
-    Xt = rng.uniform(-0.1, 1.1, (250, X.shape[1]))
-    kernel = KERNELS[name](X.shape[1])
-    ref = SkGPR(kernel, alpha=1e-8, optimizer=None).fit(X, y)
-    want_mean, want_std = ref.predict(Xt, return_std=True)
-    with skgpu.config_context(device="gpu"):
-        gp = GaussianProcessRegressor(kernel, alpha=1e-8, optimizer=None).fit(X, y)
-        trsm_mean, trsm_std = gp.predict(Xt, return_std=True)
-        made = []
-        monkeypatch.setattr(backend, "BLOCKED_SOLVE_MIN", 100)
-        monkeypatch.setattr(cublas, "SOLVE_LEAF", 19)
-        monkeypatch.setattr(cublas.LowerSolver, "__call__", _counting(
-            cublas.LowerSolver.__call__, made))
-        monkeypatch.setattr(_gpr, "_PREDICT_BLOCK_BYTES", 8 * 300 * 60)  # 60-row blocks
-        mean, std = gp.predict(Xt, return_std=True)
-    assert len(made) == 5  # the blocked solve ran, once per block of test rows
-    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(std, want_std, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(std, trsm_std, rtol=1e-9, atol=1e-11)
-    np.testing.assert_array_equal(mean, trsm_mean)
-
-
-def _counting(func, calls):
-    def wrapper(*args, **kwargs):
-        calls.append(1)
-        return func(*args, **kwargs)
-    return wrapper
-
-
 def test_panels_refused_for_kernels_sklearn_evaluates(rng):
     """A part scikit-learn evaluates (Matern nu=1.2) has no panels: the likelihood takes
     the whole-matrix path, explicitly, and still equals scikit-learn's."""

@@ -56,7 +56,7 @@ def _why(exc):
 OPERATIONS = (
     "asarray", "to_host", "column_mean", "gram", "centred_gram", "matmul", "spmm",
     "scale_rows", "sq_dist", "eigh", "svd", "randomized_svd", "qr", "qr_r", "cholesky",
-    "solve_triangular", "triangular_solver", "sparse_spd",
+    "solve_triangular", "sparse_spd",
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.

@@ -310,12 +310,6 @@ class CPUBackend:
         """``L⁻¹ B`` for a lower-triangular L (only its lower triangle is read)."""
         return sla.solve_triangular(L, B, lower=True, check_finite=False)
 
-    def triangular_solver(self, L):
-        """A function ``B ↦ L⁻¹ B`` for many B against one lower-triangular L (only its
-        lower triangle is read); it may overwrite B."""
-        return lambda B: sla.solve_triangular(L, B, lower=True, check_finite=False,
-                                              overwrite_b=True)
-
     def cholesky(self, A, *, what="matrix", overwrite=False):
         """Factor of the SPD ``A``; ``overwrite=True`` may reuse A's memory (A must
         then be symmetric, contiguous, and not used again by the caller)."""

@@ -783,7 +783,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                             return_std=return_std, return_cov=return_cov)
 
         operations = (("sparse_spd", "spmm") if sparse
-                      else ("cholesky", "triangular_solver", "matmul"))
+                      else ("cholesky", "solve_triangular", "matmul"))
         out, _ = run_with_fallback(work, operations=operations, X=X,
                                    what="GaussianProcessRegressor.predict",
                                    flops=None if sparse else 2.0 * X.shape[0]
@@ -885,13 +885,12 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
     block = max(1, min(m, block_bytes // (8 * n)))
     mean = np.empty((m, alpha.shape[1]))
     var = np.empty(m) if return_std else None
-    solve = ops.triangular_solver(lower) if return_std else None
     for start in range(0, m, block):
         stop = min(m, start + block)
         Ks = evaluate(ops, kernel, X[start:stop], X_train)[0].full(xp, (stop - start, n))
         mean[start:stop] = ops.to_host(ops.matmul(Ks, alpha))
         if return_std:
-            V = solve(Ks.T)  # Ks.T is Fortran-ordered, and may be solved in place
+            V = ops.solve_triangular(lower, Ks.T)  # Ks.T is Fortran-ordered: one copy
             del Ks
             V *= V
             var[start:stop] = kdiag[start:stop] - ops.to_host(xp.ones(n) @ V)

@@ -28,10 +28,6 @@ HOST_EIGH_MAX = 100
 #: ``svd``: matrices up to this size whose singular values span more than 1/GESVDJ_RCOND
 #: are decomposed again by LAPACK on the host (see GPUBackend.svd).
 HOST_SVD_MAX = 2048
-
-#: Order of a triangular factor from which ``triangular_solver`` solves by halves with
-#: GEMM rather than with cuBLAS trsm (measured: benchmarks/bench_lower_solve.py).
-BLOCKED_SOLVE_MIN = 16384
 GESVDJ_RCOND = 1e-3
 
 
@@ -219,20 +215,6 @@ class GPUBackend:
         """``L⁻¹ B`` for a lower-triangular L (cuBLAS trsm; only the lower triangle is
         read, so a factor's buffer can be passed as it is)."""
         return cublas.solve_triangular(L, self.asarray(B))
-
-    def triangular_solver(self, L):
-        """A function ``B ↦ L⁻¹ B`` for many B against one lower-triangular L (only its
-        lower triangle is read); it may overwrite B. From ``BLOCKED_SOLVE_MIN`` rows of a
-        Fortran-ordered L on, by halves with GEMM (:class:`cublas.LowerSolver`)."""
-        if L.shape[0] < BLOCKED_SOLVE_MIN or not L.flags.f_contiguous:
-            return lambda B: cublas.solve_triangular(L, self.asarray(B))
-        solver = cublas.LowerSolver(L)
-
-        def solve(B):
-            return solver(cp.asfortranarray(self.asarray(B, dtype=L.dtype)))
-
-        solve.solver = solver
-        return solve
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
         F, info = cusolver.potrf(self.asarray(A), overwrite=overwrite)
