@@ -526,6 +526,67 @@ def test_cpu_sparse_factors_agree(rng, monkeypatch, n):
     assert isinstance(_cpu.CPUBackend().sparse_spd(A), _cpu.SparseSPDFactor)
 
 
+@pytest.mark.parametrize("n", [1, 2, 37, 400])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cholmod_selected_inverse_against_dense(n, seed):
+    """``inverse_on``: A⁻¹ at every entry of A's pattern (both triangles), by selected
+    inversion of CHOLMOD's factor, equals the dense inverse; twice in a row (the factor
+    is re-analysed in between) and after a refactor."""
+    pytest.importorskip("cvxopt")
+    from skgpu.backends import _cpu
+
+    rng = np.random.default_rng(seed)
+    A = tapered_spd(rng, n) if n > 2 else sp.csr_matrix(np.diag(rng.uniform(1, 2, n)))
+    A2 = A.copy()
+    A2.data *= rng.uniform(0.9, 1.1, A2.data.size)
+    A2 = ((A2 + A2.T) / 2 + sp.identity(n)).tocsr()
+    coo = sp.coo_matrix(A)
+    rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    chol = _cpu.CholmodSPDFactor(A, "matrix")
+    for M in (A, A, A2):
+        if M is A2:
+            chol.refactor(A2)
+        inv = np.linalg.inv(M.toarray())
+        got = chol.inverse_on(rows, cols)
+        np.testing.assert_allclose(got, inv[rows, cols], rtol=1e-10,
+                                   atol=1e-12 * np.abs(inv).max())
+        assert chol.logdet() == pytest.approx(np.linalg.slogdet(M.toarray())[1], rel=1e-12,
+                                              abs=1e-12)
+        np.testing.assert_allclose(chol.solve(np.ones(n)), inv @ np.ones(n), rtol=1e-10)
+
+
+def test_selected_inverse_supernodes_and_blocks(rng):
+    """SelectedInverse on a hand-made factor: a dense one (one supernode), a diagonal one
+    (n supernodes) and a random sparse one, against L⁻ᵀ L⁻¹ formed densely."""
+    from skgpu.backends._selinv import SelectedInverse, supernodes
+
+    n = 30
+    dense = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
+    diagonal = np.diag(rng.uniform(1, 2, n))
+    A = tapered_spd(rng, 200).toarray()
+    sparse_factor = np.linalg.cholesky(A)
+    sparse_factor[np.abs(sparse_factor) < 1e-300] = 0.0  # its pattern, fill included
+    for L, count in ((dense, 1), (diagonal, n), (sparse_factor, None)):
+        Lc = sp.csc_matrix(L)
+        Lc.sort_indices()
+        bounds = supernodes(Lc)
+        if count is not None:
+            assert bounds.size - 1 == count
+        Z = np.linalg.inv(L @ L.T)
+        S = SelectedInverse(Lc)
+        coo = Lc.tocoo()
+        got = S(Lc.data)
+        np.testing.assert_allclose(got, Z[coo.row, coo.col], rtol=1e-9,
+                                   atol=1e-12 * np.abs(Z).max())
+    with pytest.raises(ValueError, match="outside the factor's pattern"):
+        SelectedInverse(sp.csc_matrix(diagonal)).positions([1], [0])
+    broken = sp.csc_matrix(dense)
+    broken[n - 1, 1] = 0.0  # (n-1, 0) and (1, 0) stored: (n-1, 1) must be too
+    broken.eliminate_zeros()
+    with pytest.raises(ValueError, match="not a Cholesky factor's pattern"):
+        SelectedInverse(broken)
+
+
 def test_sparse_gp_likelihood_same_with_cholmod_and_superlu(rng, monkeypatch):
     """The tapered GP's LML at a theta equal to 1e-10 relative on both CPU factors; its
     central-difference gradient to the differences' own accuracy."""

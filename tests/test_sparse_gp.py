@@ -291,18 +291,31 @@ ISSUE_KERNELS = {
 }
 
 
+@pytest.fixture
+def split_path(monkeypatch):
+    """The differenced / split gradient on a backend: cuDSS on the GPU; on the CPU,
+    SuperLU (CHOLMOD's factor gives the exact gradient by selected inversion instead)."""
+    def on(device):
+        if device == "cpu":
+            from skgpu.backends import _cpu
+
+            monkeypatch.setattr(_cpu, "_cholmod", lambda: None)
+        return get_backend(device)
+    return on
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(ISSUE_KERNELS))
 @pytest.mark.parametrize("n_targets", [1, 2])
 def test_sparse_gradient_split_matches_the_exact_dense_gradient(rng, device, name,
-                                                               n_targets):
+                                                               n_targets, split_path):
     """Hyperparameters whose ∂K is a K + b I (checked on the values) get the exact
     quadratic term and a trace from one shift difference: fewer factorisations, and their
     gradient within 1e-8 of the dense path's exact one (central differences of the LML
     reach ~1e-9 to 4e-8 there)."""
     from skgpu_testing import skip_unless_supported
 
-    ops = get_backend(device)
+    ops = split_path(device)
     skip_unless_supported(ops, "sparse_spd")
     make, factorisations, alpha = ISSUE_KERNELS[name]
     n = 1500
@@ -331,12 +344,12 @@ def test_sparse_gradient_split_matches_the_exact_dense_gradient(rng, device, nam
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_sparse_gradient_differences_what_is_not_affine(rng, device):
+def test_sparse_gradient_differences_what_is_not_affine(rng, device, split_path):
     """Per-sample alpha makes b vary along the diagonal: no split, every hyperparameter
     differenced (1 + 2·3 factorisations), still equal to the dense gradient."""
     from skgpu_testing import skip_unless_supported
 
-    ops = get_backend(device)
+    ops = split_path(device)
     skip_unless_supported(ops, "sparse_spd")
     n = 800
     X = rng.uniform(0, 1, (n, 2))
@@ -351,3 +364,72 @@ def test_sparse_gradient_differences_what_is_not_affine(rng, device):
     _, grad_s = lml(kernel, eval_gradient=True)
     assert lml.n_factorizations == 7
     assert_allclose_rel(grad_s, grad_d, 1e-6)
+
+
+EXACT_KERNELS = {  # the kernel and GaussianProcessRegressor's alpha (the only noise of one)
+    "c_tapered_white": (lambda r: C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r)
+                        + WhiteKernel(0.01), 1e-6),
+    "c_tapered_ard": (lambda r: C(1.0) * Tapered(RBF([r, 2 * r]), taper_range=3 * r), 1e-3),
+    "wendland_white": (lambda r: C(0.8) * Wendland(2.5 * r, smoothness=2)
+                       + WhiteKernel(0.05), 1e-6),
+    "tapered_rbf_times_c_white": (lambda r: Tapered(RBF(r), taper_range=2 * r) * C(2.0)
+                                  + WhiteKernel(0.02), 1e-6),
+}
+
+
+@pytest.mark.parametrize("name", list(EXACT_KERNELS))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("n_targets", [1, 2])
+@pytest.mark.parametrize("per_sample_alpha", [False, True])
+def test_cholmod_gradient_is_exact(name, seed, n_targets, per_sample_alpha):
+    """With CHOLMOD (the ``sparse`` extra) every hyperparameter's gradient comes from K⁻¹
+    on the pattern (selected inversion): one factorisation per evaluation, and the dense
+    path's exact gradient to 1e-10 relative — length scales included, which central
+    differences get to ~1e-8 at best — per-sample alpha and several targets too."""
+    pytest.importorskip("cvxopt")
+    rng = np.random.default_rng(seed)
+    n = 1200
+    X = rng.uniform(0, 1, (n, 2))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
+    if n_targets == 2:
+        y = np.column_stack([y, 0.5 - y])
+    make, alpha = EXACT_KERNELS[name]
+    if per_sample_alpha:
+        alpha = alpha * rng.uniform(0.5, 1.5, n)
+    kernel = make(np.sqrt(30 / (np.pi * n)))
+    theta = kernel.theta + rng.uniform(-0.2, 0.2, kernel.theta.size)
+    with skgpu.config_context(device="cpu"):
+        dense = GaussianProcessRegressor(kernel, optimizer=None, alpha=alpha,
+                                         cholesky="dense").fit(X, y)
+        value_d, grad_d = dense.log_marginal_likelihood(theta, eval_gradient=True)
+    lml = _sparse.SparseLogMarginalLikelihood(get_backend("cpu"), X, y, alpha)
+    for _ in range(2):  # the second evaluation re-analyses after the selected inversion
+        value_s, grad_s = lml(kernel.clone_with_theta(theta), eval_gradient=True)
+        assert value_s == pytest.approx(value_d, rel=1e-11)
+        np.testing.assert_allclose(grad_s, grad_d, rtol=1e-10,
+                                   atol=1e-10 * np.max(np.abs(grad_d)))
+    assert lml.n_factorizations == 2
+    # the factor still solves after the selected inversion took CHOLMOD's object apart
+    b = rng.standard_normal(n)
+    K = lml.kernel_matrix(kernel.clone_with_theta(theta)).toarray()
+    np.testing.assert_allclose(lml.factor.solve(b), np.linalg.solve(K, b), rtol=1e-9,
+                               atol=1e-12 * np.max(np.abs(np.linalg.solve(K, b))))
+
+
+def test_cholmod_fit_predict_after_exact_gradients_equal_dense(rng):
+    """A default fit on the exact sparse gradient reaches the dense fit's optimum, and
+    predict (its solves use the factor the last gradient took apart) agrees."""
+    pytest.importorskip("cvxopt")
+    X, y = _field(rng, 700)
+    kernel = SPARSE_VS_DENSE["tapered_matern"]
+    with skgpu.config_context(device="cpu"):
+        dense = GaussianProcessRegressor(kernel, cholesky="dense", random_state=0).fit(X, y)
+        sparse = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+        mean, std = sparse.predict(X[:50] + 0.01, return_std=True)
+        mean_d, std_d = dense.predict(X[:50] + 0.01, return_std=True)
+    assert sparse.cholesky_ == "sparse"
+    assert_allclose_rel(sparse.kernel_.theta, dense.kernel_.theta, 1e-5, atol_scale=1.0)
+    assert sparse.log_marginal_likelihood_value_ == pytest.approx(
+        dense.log_marginal_likelihood_value_, rel=1e-10)
+    assert_allclose_rel(mean, mean_d, 1e-6)
+    assert_allclose_rel(std, std_d, 1e-6)

@@ -350,12 +350,12 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     kernel is evaluated on them, and K is factored by a sparse Cholesky (cuDSS on the
     GPU; on the CPU CHOLMOD with the ``sparse`` extra, else SuperLU in symmetric mode);
     each optimizer step refactorises on the same pattern, which is rebuilt only when the
-    support radius outgrows it. The LML
-    gradient there is exact in its quadratic term and differenced in its trace, ~1e-7
-    relative at worst: the trace of a scale or a noise level (``∂K = a K + b I``)
-    needs one shared difference of ``logdet(K + tI)``; any other hyperparameter takes
-    two refactorisations (the exact trace needs a selected inversion no library here
-    provides). No dense n × n matrix is formed; ``return_cov`` and ``sample_y`` are
+    support radius outgrows it. With CHOLMOD the LML gradient is exact: K⁻¹ on the
+    pattern comes from the factor by selected inversion, one factorisation per
+    evaluation. With cuDSS and SuperLU it is exact in its quadratic term and differenced
+    in its trace, ~1e-7 relative at worst: the trace of a scale or a noise level
+    (``∂K = a K + b I``) needs one shared difference of ``logdet(K + tI)``; any other
+    hyperparameter takes two refactorisations. No dense n × n matrix is formed; ``return_cov`` and ``sample_y`` are
     limited to 10,000 query points.
 
     Examples
