@@ -56,6 +56,9 @@ class SelectedInverse:
                           + self.col_in[self.entry_col])
         # column-major keys of the stored entries, ascending: to look entries up
         self.keys = self.entry_col.astype(np.int64) * n + self.indices
+        if n < np.iinfo(np.int32).max:  # 4 bytes an entry fewer, twice
+            self.entry_row = self.entry_row.astype(np.int32)
+            self.entry_col = self.entry_col.astype(np.int32)
         self.plan = [self._gathers(s) for s in range(self.bounds.size - 1)]
 
     def _gathers(self, s):
