@@ -116,7 +116,7 @@ class SelectedInverse:
             W, info = dtrtri(Lb[:w], lower=1)
             if info != 0:
                 raise np.linalg.LinAlgError("a diagonal block of the factor is singular")
-            W = np.tril(W)  # L_JJ⁻¹
+            # W = L_JJ⁻¹: dtrtri leaves the upper triangle as given, zeros here
             Z = np.empty((rows.size, w))
             R = rows[w:]
             if R.size:
