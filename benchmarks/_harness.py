@@ -113,6 +113,47 @@ class PeakGPUMemory:
         self.bytes = self.peak - self.base
 
 
+def synchronized(func):
+    """``(func(), seconds)`` for one run, the device synchronised before and after."""
+    sync()
+    start = time.perf_counter()
+    out = func()
+    sync()
+    return out, time.perf_counter() - start
+
+
+def emitter(doc, out=None):
+    """A function that adds a row to ``doc["results"]``, prints it as one JSON line and
+    rewrites ``out`` (if given) with the whole document, so that a later crash keeps
+    what was measured."""
+    import json
+
+    def emit(row):
+        doc["results"].append(row)
+        print(json.dumps(row), flush=True)
+        if out:
+            with open(out, "w") as f:
+                json.dump(doc, f, indent=1)
+    return emit
+
+
+def issue24_sparse_problem(n, neighbours=30, seed=0):
+    """Issue 24's sparse construction: n points uniform in the unit square, y =
+    sin(6x₀)·cos(4x₁) + 0.05 noise, and ``C(1.0) * Tapered(Matern(r, nu=1.5),
+    taper_range=r) + WhiteKernel(0.01)`` with r for ~``neighbours`` a row; (X, y, kernel)."""
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    from skgpu.gaussian_process.kernels import Tapered
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, 2))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
+    r = np.sqrt(neighbours / (np.pi * n))
+    kernel = (ConstantKernel(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r)
+              + WhiteKernel(0.01))
+    return X, y, kernel
+
+
 def rel_diff(a, b):
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))

@@ -16,7 +16,6 @@ tens of seconds, once after the first size's warm-up (``repeats`` says so).
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
@@ -27,7 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, PeakGPUMemory, machine  # noqa: E402
+from _harness import GPU, PeakGPUMemory, emitter, machine  # noqa: E402
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel  # noqa: E402
 from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 
@@ -130,12 +129,7 @@ def main(argv=None):
     doc = {"machine": machine(), "benchmark": "dense GP at scale (issue 24)",
            "kernel": str(kernel()), "d": D, "results": []}
 
-    def emit(row):
-        doc["results"].append(row)
-        print(json.dumps(row), flush=True)
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(doc, f, indent=1)
+    emit = emitter(doc, args.out)
 
     emit({"case": f"agreement with the CPU path, n={args.agree} (float64)",
           **agreement(args.agree, device)})

@@ -7,7 +7,7 @@ The blocked solve was in skgpu for one GPU run (commits 398382c, 8b1d5e6) and wa
 out: it equals trsm to 1e-16 and is no faster (results/gp_large_predict_blocked_h200.json),
 so it lives here, as the measured alternative.
 
-    python benchmarks/bench_lower_solve.py --out benchmarks/results/lower_solve_h200.json
+    python benchmarks/bench_lower_solve.py --out lower_solve.json
 
 Rates count n²k flops (the solve's); the blocked solve does 2·leaf/n more than that. The
 time of forming the leaves' inverses (once per factor) is reported apart. Each row: one
@@ -18,7 +18,6 @@ accuracy: tests/test_backends.py checks accuracy against exact solutions.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -26,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, machine  # noqa: E402
+from _harness import GPU, emitter, machine  # noqa: E402
 
 
 def _classes():
@@ -138,12 +137,7 @@ def main(argv=None):
     doc = {"machine": machine(), "benchmark": "lower-triangular solve L^-1 B, float64",
            "method": " ".join(sys.argv[1:]) or "defaults", "results": []}
 
-    def emit(row):
-        doc["results"].append(row)
-        print(json.dumps(row), flush=True)
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(doc, f, indent=1)
+    emit = emitter(doc, args.out)
 
     def timed(solve, B0, Bw):
         times, out = [], None

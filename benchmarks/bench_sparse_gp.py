@@ -17,7 +17,15 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, machine, run_cases, standard_parser, sync, timeit  # noqa: E402
+from _harness import (  # noqa: E402
+    GPU,
+    issue24_sparse_problem,
+    machine,
+    run_cases,
+    standard_parser,
+    sync,
+    timeit,
+)
 from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 from sklearn.gaussian_process.kernels import Matern, WhiteKernel  # noqa: E402
 
@@ -98,11 +106,7 @@ def issue_case(n, results, predict_points=100_000, device="gpu"):
     nu=1.5), taper_range=r) + WhiteKernel(0.01)`` with r for ~30 neighbours, y =
     sin(6x₀)·cos(4x₁) + 0.05 noise; the default fit, then predict(X[:100,000],
     return_std=True), each timed once (the README's sparse figures are these)."""
-    rng = np.random.default_rng(0)
-    X = rng.uniform(0, 1, (n, 2))
-    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
-    r = np.sqrt(NEIGHBOURS / (np.pi * n))
-    kernel = C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r) + WhiteKernel(0.01)
+    X, y, kernel = issue24_sparse_problem(n, NEIGHBOURS)
     row = {"case": f"issue 24's construction: fit and predict std, n={n}", "device": device}
     with skgpu.config_context(device=device):
         gpr = _timed_fit(kernel, X, y, row)

@@ -16,19 +16,15 @@ import sys
 import time
 
 import cupy as cp
-import numpy as np
 from nvmath.bindings import cudss
 from nvmath.sparse.advanced import DirectSolver
-from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.gaussian_process.kernels import Matern, WhiteKernel
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _harness import timeit  # noqa: E402
+from _harness import issue24_sparse_problem, timeit  # noqa: E402
 
-from skgpu.backends import get_backend
-from skgpu.backends.gpu.cudss import GPUSparseSPDFactor
-from skgpu.gaussian_process import _sparse
-from skgpu.gaussian_process.kernels import Tapered
+from skgpu.backends import get_backend  # noqa: E402
+from skgpu.backends.gpu.cudss import GPUSparseSPDFactor  # noqa: E402
+from skgpu.gaussian_process import _sparse  # noqa: E402
 
 
 def timed(func, repeats=3):
@@ -38,11 +34,7 @@ def timed(func, repeats=3):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    rng = np.random.default_rng(0)
-    X = rng.uniform(0, 1, (n, 2))
-    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
-    r = np.sqrt(30 / (np.pi * n))
-    kernel = C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r) + WhiteKernel(0.01)
+    X, y, kernel = issue24_sparse_problem(n)
     lml = _sparse.SparseLogMarginalLikelihood(get_backend("gpu"), X, y, 1e-10)
     lml._ensure_pattern(_sparse.support_radius(kernel))
     A = lml.kernel_matrix(kernel)
@@ -75,7 +67,7 @@ def main():
             row["error"] = repr(exc)[:300]
         out["plans"].append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    B = cp.asfortranarray(cp.asarray(rng.standard_normal((n, 134))))
+    B = cp.asfortranarray(cp.random.default_rng(1).standard_normal((n, 134)))
     solver = DirectSolver(A, B, options=options)
     solver.plan()
     solver.factorize()

@@ -12,27 +12,18 @@ median of 3) and checks the residual. One JSON line per variant, as it finishes.
 """
 
 import json
+import os
 import statistics
 import sys
-import time
 
 import cupy as cp
-import numpy as np
-from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.gaussian_process.kernels import Matern, WhiteKernel
 
-import skgpu
-from skgpu.backends import get_backend
-from skgpu.gaussian_process import GaussianProcessRegressor
-from skgpu.gaussian_process.kernels import Tapered
+sys.path.insert(0, os.path.dirname(__file__))
+from _harness import issue24_sparse_problem, synchronized  # noqa: E402
 
-
-def seconds(func):
-    cp.cuda.Device().synchronize()
-    start = time.perf_counter()
-    out = func()
-    cp.cuda.Device().synchronize()
-    return out, time.perf_counter() - start
+import skgpu  # noqa: E402
+from skgpu.backends import get_backend  # noqa: E402
+from skgpu.gaussian_process import GaussianProcessRegressor  # noqa: E402
 
 
 def main():
@@ -41,11 +32,7 @@ def main():
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     width = int(sys.argv[2]) if len(sys.argv) > 2 else 256
-    rng = np.random.default_rng(0)
-    X = rng.uniform(0, 1, (n, 2))
-    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
-    r = np.sqrt(30 / (np.pi * n))
-    kernel = C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r) + WhiteKernel(0.01)
+    X, y, kernel = issue24_sparse_problem(n)
     with skgpu.config_context(device="gpu"):
         gpr = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
     factor = gpr._state_on(get_backend("gpu"))[2].factor
@@ -57,8 +44,8 @@ def main():
         row = {"factorization_algorithm": falg.name}
         try:
             solver.factorization_config.factorization_algorithm = falg
-            _, row["plan_s"] = seconds(solver.plan)
-            _, row["factorize_s"] = seconds(solver.factorize)
+            _, row["plan_s"] = synchronized(solver.plan)
+            _, row["factorize_s"] = synchronized(solver.factorize)
         except Exception as exc:  # a variant this cuDSS refuses: say so, go on
             row["error"] = f"{type(exc).__name__}: {exc}"[:200]
             print(json.dumps(row), flush=True)
@@ -73,7 +60,7 @@ def main():
                 solver.solve()
                 times = []
                 for _ in range(3):
-                    Z, dt = seconds(solver.solve)
+                    Z, dt = synchronized(solver.solve)
                     times.append(dt)
                 out["solve_median_s"] = statistics.median(times)
                 out["solve_min_s"], out["solve_max_s"] = min(times), max(times)

@@ -7,34 +7,22 @@ Fits with optimizer=None on the GPU (one run, timed), then for each width one wa
 predict of WIDTH points and one timed predict(X[:M], return_std=True); writes JSON to
 stdout. Needs a GPU with cuDSS."""
 import json
+import os
 import sys
-import time
 
 import cupy as cp
-import numpy as np
-from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.gaussian_process.kernels import Matern, WhiteKernel
 
-import skgpu
-from skgpu.gaussian_process import GaussianProcessRegressor, _gpr
-from skgpu.gaussian_process.kernels import Tapered
+sys.path.insert(0, os.path.dirname(__file__))
+from _harness import issue24_sparse_problem  # noqa: E402
+from _harness import synchronized as timed  # noqa: E402
 
-
-def timed(func):
-    cp.cuda.Device().synchronize()
-    start = time.perf_counter()
-    out = func()
-    cp.cuda.Device().synchronize()
-    return out, time.perf_counter() - start
+import skgpu  # noqa: E402
+from skgpu.gaussian_process import GaussianProcessRegressor, _gpr  # noqa: E402
 
 
 def main():
     n, m = int(sys.argv[1]), int(sys.argv[2])
-    rng = np.random.default_rng(0)
-    X = rng.uniform(0, 1, (n, 2))
-    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
-    r = np.sqrt(30 / (np.pi * n))
-    kernel = C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r) + WhiteKernel(0.01)
+    X, y, kernel = issue24_sparse_problem(n)
     out = {}
     with skgpu.config_context(device="gpu"):
         gpr, out["fit_optimizer_none_s"] = timed(
