@@ -351,9 +351,11 @@ class SparseLogMarginalLikelihood:
         return xp.broadcast_to(xp.asarray(value, dtype=np.float64),
                                (self.pattern.pairs.size,)).copy()
 
-    def kernel_matrix(self, kernel, shift=0.0):
-        """K + alpha·I (+ shift·I) on the current pattern (CSR on the backend)."""
-        value, _ = pair_values(kernel, self.pattern.pairs)
+    def kernel_matrix(self, kernel, shift=0.0, value=None):
+        """K + alpha·I (+ shift·I) on the current pattern (CSR on the backend); ``value``:
+        the kernel's values on the pattern's pairs, if already evaluated."""
+        if value is None:
+            value, _ = pair_values(kernel, self.pattern.pairs)
         values = self._values(value)
         alpha = self.alpha if np.ndim(self.alpha) == 0 else self.alpha[
             self.pattern.pairs.rows[self.pattern.diagonal]]
@@ -362,8 +364,8 @@ class SparseLogMarginalLikelihood:
             values[self.pattern.diagonal] += shift
         return self.pattern.matrix(self.ops, values)
 
-    def factorize(self, kernel, shift=0.0):
-        K = self.kernel_matrix(kernel, shift)
+    def factorize(self, kernel, shift=0.0, value=None):
+        K = self.kernel_matrix(kernel, shift, value)
         self.n_factorizations += 1
         if self.factor is None:
             self.factor = self.ops.sparse_spd(K, what="kernel matrix")
@@ -377,12 +379,12 @@ class SparseLogMarginalLikelihood:
         y = self.y[:, 0] if self.y.shape[1] == 1 else self.y
         return factor.solve(y).reshape(self.y.shape)
 
-    def _value(self, kernel):
+    def _value(self, kernel, value=None):
         from numpy.linalg import LinAlgError
 
         n, n_targets = self.y.shape
         try:
-            factor = self.factorize(kernel)
+            factor = self.factorize(kernel, value=value)
         except LinAlgError:
             self.factor = None  # a failed factorisation leaves no usable state
             return -np.inf
@@ -391,23 +393,24 @@ class SparseLogMarginalLikelihood:
         return (-0.5 * float(self.ops.xp.vdot(self.y, a)) - 0.5 * n_targets * factor.logdet()
                 - n_targets * n / 2 * np.log(2 * np.pi))
 
-    def _logdet_shifted(self, kernel, shift):
+    def _logdet_shifted(self, kernel, shift, value=None):
         """logdet(K + shift·I), or None when that matrix is not positive definite."""
         from numpy.linalg import LinAlgError
 
         try:
-            return self.factorize(kernel, shift).logdet()
+            return self.factorize(kernel, shift, value).logdet()
         except LinAlgError:
             self.factor = None
             return None
 
-    def _affine_parts(self, kernel, n_theta):
+    def _affine_parts(self, kernel, n_theta, evaluated=None):
         """For each hyperparameter, ``(a, b, ∂K values)`` when ``∂K = a K + b I`` on the
         pattern (to 1e-12 of ∂K's scale), else None; all None when the gradient thunks
-        do not match theta (then every one is differenced)."""
+        do not match theta (then every one is differenced). ``evaluated``: the kernel's
+        ``pair_values`` with gradient on the pattern, if already computed."""
         xp = self.ops.xp
         pairs, diag = self.pattern.pairs, self.pattern.diagonal
-        value, thunks = pair_values(kernel, pairs, eval_gradient=True)
+        value, thunks = evaluated or pair_values(kernel, pairs, eval_gradient=True)
         if len(thunks) != n_theta or np.ndim(self.alpha) != 0:
             return [None] * n_theta  # (per-sample alpha: b would vary along the diagonal)
         K = self._values(value)
@@ -430,7 +433,7 @@ class SparseLogMarginalLikelihood:
             out.append((a, b, g) if exact else None)
         return out
 
-    def _exact_gradient(self, kernel, n_theta, alpha_vec):
+    def _exact_gradient(self, kernel, n_theta, alpha_vec, thunks):
         """The gradient from K⁻¹ on the pattern, where the backend's factor gives it
         (CHOLMOD: selected inversion): ``½ Σ_t α_tᵀ ∂K α_t - ½ T tr(K⁻¹ ∂K)`` for every
         hyperparameter, with ``tr(K⁻¹ ∂K) = Σ (K⁻¹)_ik ∂K_ik`` over the pattern's
@@ -439,10 +442,9 @@ class SparseLogMarginalLikelihood:
         inverse_on = getattr(self.factor, "inverse_on", None)
         if inverse_on is None:
             return None
-        pairs = self.pattern.pairs
-        _, thunks = pair_values(kernel, pairs, eval_gradient=True)
         if len(thunks) != n_theta:
             return None
+        pairs = self.pattern.pairs
         Z = inverse_on(pairs.rows, pairs.cols)
         n_targets = self.y.shape[1]
         grad = np.empty(n_theta)
@@ -474,24 +476,26 @@ class SparseLogMarginalLikelihood:
             wide = kernel.clone_with_theta(theta + FD_STEP)
             radius = max(radius, support_radius(wide))
         self._ensure_pattern(radius)
-        value = self._value(kernel)
         if not eval_gradient:
-            return value
+            return self._value(kernel)
+        # the kernel's values and gradient terms on the pattern, evaluated once
+        evaluated = pair_values(kernel, self.pattern.pairs, eval_gradient=True)
+        value = self._value(kernel, evaluated[0])
         grad = np.zeros(theta.shape[0])
         if not np.isfinite(value):
             return value, grad
         n, n_targets = self.y.shape
         alpha_vec = self._alpha_vec
-        exact = self._exact_gradient(kernel, theta.shape[0], alpha_vec)
+        exact = self._exact_gradient(kernel, theta.shape[0], alpha_vec, evaluated[1])
         if exact is not None:
             return value, exact
-        affine = self._affine_parts(kernel, theta.shape[0])
+        affine = self._affine_parts(kernel, theta.shape[0], evaluated)
         shifts = [abs(part[1]) for part in affine if part is not None and part[1] != 0.0]
         trace = None  # tr(K⁻¹)
         if shifts:
             t = FD_STEP * min(shifts)  # K - tI stays positive definite: see _affine_parts
-            up = self._logdet_shifted(kernel, t)
-            down = self._logdet_shifted(kernel, -t)
+            up = self._logdet_shifted(kernel, t, evaluated[0])
+            down = self._logdet_shifted(kernel, -t, evaluated[0])
             if up is not None and down is not None:
                 trace = (up - down) / (2 * t)
         for j in range(theta.shape[0]):
