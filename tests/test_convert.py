@@ -99,3 +99,60 @@ def test_bad_conversions(rng):
     assert sparse_fit.cholesky_ == "sparse"
     with pytest.raises(ValueError, match="sparse path"):
         sparse_fit.as_sklearn()
+
+
+ESTIMATORS = ["skgpu.decomposition.PCA", "skgpu.decomposition.TruncatedSVD",
+              "skgpu.linear_model.Ridge", "skgpu.linear_model.RidgeCV",
+              "skgpu.gaussian_process.GaussianProcessRegressor"]
+
+
+def _estimator(path):
+    import importlib
+
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)()
+
+
+@pytest.mark.parametrize("path", ESTIMATORS)
+def test_html_repr_links_to_skgpus_own_page(path, monkeypatch):
+    """The HTML repr's documentation link is skgpu's API page for the class (the page
+    docs/api.rst generates), under the documentation URL of the package metadata; with
+    none named there is no link, and never one to scikit-learn's page."""
+    import os
+
+    from sklearn.utils import estimator_html_repr
+
+    from skgpu.utils import _doc_link
+
+    est = _estimator(path)
+    monkeypatch.setattr(_doc_link, "documentation_url", lambda: None)
+    assert est._get_doc_link() == ""
+    assert "modules/generated" not in estimator_html_repr(est)  # scikit-learn's pages
+    monkeypatch.setattr(_doc_link, "documentation_url", lambda: "https://docs.example/skgpu")
+    link = f"https://docs.example/skgpu/generated/{path}.html"
+    assert est._get_doc_link() == link
+    assert link in estimator_html_repr(est)
+    api = open(os.path.join(os.path.dirname(__file__), "..", "docs", "api.rst")).read()
+    assert f"   {path}\n" in api  # the page the link names is one the docs build
+    est._doc_link_template = "https://elsewhere/{estimator_name}"  # scikit-learn's setter
+    assert est._get_doc_link() == f"https://elsewhere/{path.rsplit('.', 1)[1]}"
+
+
+def test_documentation_url_from_the_package_metadata(monkeypatch):
+    from importlib import metadata
+
+    from skgpu.utils import _doc_link
+
+    class Meta:
+        def __init__(self, urls):
+            self.urls = urls
+
+        def get_all(self, key):
+            return self.urls if key == "Project-URL" else None
+
+    for urls, want in ((["Source, https://src", "Documentation, https://d.example/x/"],
+                        "https://d.example/x"), (["Source, https://src"], None), ([], None)):
+        monkeypatch.setattr(metadata, "metadata", lambda name, u=urls: Meta(u))
+        _doc_link.documentation_url.cache_clear()
+        assert _doc_link.documentation_url() == want
+    _doc_link.documentation_url.cache_clear()

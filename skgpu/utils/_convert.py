@@ -13,6 +13,8 @@ from typing import Any
 
 from sklearn.utils.validation import check_is_fitted
 
+from ._doc_link import DocumentationLinkMixin
+
 
 def _sklearn_class(cls):
     """scikit-learn's class that ``cls`` stands for (found by inheritance, so this holds
@@ -23,8 +25,9 @@ def _sklearn_class(cls):
     raise TypeError(f"{cls.__name__} has no scikit-learn counterpart")
 
 
-class SklearnConversionMixin:
-    """``as_sklearn()`` and ``from_sklearn()`` for an estimator subclassing scikit-learn's."""
+class SklearnConversionMixin(DocumentationLinkMixin):
+    """``as_sklearn()`` and ``from_sklearn()`` for an estimator subclassing scikit-learn's
+    (and, from :class:`DocumentationLinkMixin`, its HTML repr's link to skgpu's page)."""
 
     #: Fitted attributes skgpu adds to scikit-learn's (left out by ``as_sklearn``).
     _skgpu_attributes: tuple[str, ...] = ("backend_", "_device_cache")
