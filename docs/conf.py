@@ -35,6 +35,10 @@ html_theme_options = {"description": "scikit-learn estimators on NVIDIA GPUs"}
 html_static_path = []
 nitpicky = False
 
+# Estimators' HTML representations in the gallery link to their API pages in this build
+# (skgpu/utils/_doc_link.py): relative to the gallery's pages, auto_examples/*.html.
+os.environ["SKGPU_DOCUMENTATION_URL"] = ".."
+
 sphinx_gallery_conf = {
     "examples_dirs": str(HERE.parent / "examples"),
     "gallery_dirs": "auto_examples",

@@ -42,6 +42,13 @@ print(f"data: {type(X).__module__.split('.')[0]} arrays; fitted on: "
       f"{search.best_estimator_['pca'].backend_}")
 print(f"best_params_: {search.best_params_}, best_score_ (R²): {search.best_score_:.4f}")
 
+# %%
+# The best pipeline as a notebook shows it: each skgpu step links ("?") to its page in this
+# documentation.
+search.best_estimator_
+
+# %%
+# Test R² against the number of components, with its spread over the folds.
 scores = search.cv_results_["mean_test_score"]
 spread = search.cv_results_["std_test_score"]
 fig, ax = plt.subplots(figsize=(6, 3.5))

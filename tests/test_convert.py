@@ -153,6 +153,10 @@ def test_documentation_url_from_the_package_metadata(monkeypatch):
     for urls, want in ((["Source, https://src", "Documentation, https://d.example/x/"],
                         "https://d.example/x"), (["Source, https://src"], None), ([], None)):
         monkeypatch.setattr(metadata, "metadata", lambda name, u=urls: Meta(u))
-        _doc_link.documentation_url.cache_clear()
+        _doc_link._metadata_url.cache_clear()
+        monkeypatch.delenv(_doc_link.URL_VARIABLE, raising=False)
         assert _doc_link.documentation_url() == want
-    _doc_link.documentation_url.cache_clear()
+        monkeypatch.setenv(_doc_link.URL_VARIABLE, "../")  # the docs build's, relative
+        assert _doc_link.documentation_url() == ".."
+        assert PCA()._get_doc_link() == "../generated/skgpu.decomposition.PCA.html"
+    _doc_link._metadata_url.cache_clear()

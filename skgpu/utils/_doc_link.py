@@ -3,19 +3,32 @@
 scikit-learn's estimators link to their API page through ``_doc_link_module`` and
 ``_doc_link_template``, attributes it documents for other libraries' estimators. skgpu's
 point at skgpu's own API pages (``generated/<module>.<Class>.html`` in the Sphinx build)
-under the documentation URL the package's metadata names (``[project.urls]
-Documentation`` in pyproject.toml), and carry no link while none is named: never one to
-scikit-learn's pages, which describe a different class.
+under a documentation URL: the ``SKGPU_DOCUMENTATION_URL`` environment variable (the
+documentation build sets it, relative, for the gallery's pages), else the one the package's
+metadata names (``[project.urls] Documentation`` in pyproject.toml). With neither they
+carry no link: never one to scikit-learn's pages, which describe a different class.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from importlib import metadata
+
+#: Environment variable naming the documentation's base URL (absolute, or relative to the
+#: page the representation is shown on).
+URL_VARIABLE = "SKGPU_DOCUMENTATION_URL"
+
+
+def documentation_url() -> str | None:
+    """The documentation's base URL: ``SKGPU_DOCUMENTATION_URL``, else the installed
+    skgpu's ``Documentation`` project URL, else None."""
+    url = os.environ.get(URL_VARIABLE, "").strip()
+    return url.rstrip("/") if url else _metadata_url()
 
 
 @functools.lru_cache(maxsize=None)
-def documentation_url() -> str | None:
+def _metadata_url() -> str | None:
     """The ``Documentation`` project URL of the installed skgpu, or None."""
     try:
         urls = metadata.metadata("skgpu").get_all("Project-URL") or []
