@@ -433,3 +433,37 @@ def test_cholmod_fit_predict_after_exact_gradients_equal_dense(rng):
         dense.log_marginal_likelihood_value_, rel=1e-10)
     assert_allclose_rel(mean, mean_d, 1e-6)
     assert_allclose_rel(std, std_d, 1e-6)
+
+
+def test_cholmod_gradient_falls_back_when_the_selected_inverse_runs_out_of_memory(
+        rng, monkeypatch, caplog):
+    """A MemoryError in the selected inversion: the split / differenced gradient instead
+    (logged once), still the dense path's gradient to its accuracy, and no second try."""
+    pytest.importorskip("cvxopt")
+    import logging
+
+    from skgpu.backends import _cpu
+
+    n = 600
+    X = rng.uniform(0, 1, (n, 2))
+    y = np.sin(6 * X[:, 0]) + 0.05 * rng.standard_normal(n)
+    kernel = EXACT_KERNELS["c_tapered_white"][0](np.sqrt(30 / (np.pi * n)))
+    calls = []
+
+    def no_memory(self, rows, cols):
+        calls.append(1)
+        raise MemoryError("test")
+
+    monkeypatch.setattr(_cpu.CholmodSPDFactor, "inverse_on", no_memory)
+    with skgpu.config_context(device="cpu"):
+        dense = GaussianProcessRegressor(kernel, optimizer=None, alpha=1e-6,
+                                         cholesky="dense").fit(X, y)
+        _, grad_d = dense.log_marginal_likelihood(kernel.theta, eval_gradient=True)
+    lml = _sparse.SparseLogMarginalLikelihood(get_backend("cpu"), X, y, 1e-6)
+    with caplog.at_level(logging.INFO, logger="skgpu"):
+        for _ in range(2):
+            _, grad_s = lml(kernel, eval_gradient=True)
+            assert_allclose_rel(grad_s, grad_d, 1e-6)
+    assert len(calls) == 1
+    assert sum("ran out of memory" in r.getMessage() for r in caplog.records) == 1
+    assert lml.n_factorizations == 10  # 5 a split evaluation, twice

@@ -217,7 +217,8 @@ def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
         backend.free_memory()
         message = f"{what} ran out of GPU memory ({_why(exc)})"
         if device == "gpu":
-            raise GPUOutOfMemoryError(message + "; use device='auto' to fall back to the CPU") from exc
+            raise GPUOutOfMemoryError(
+                message + "; use device='auto' to fall back to the CPU") from exc
         warnings.warn(f"{message}; running on the CPU instead.", GPUFallbackWarning,
                       stacklevel=3)
         logger.info("%s: falling back to the CPU after a GPU out-of-memory error", what)

@@ -355,8 +355,8 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     evaluation. With cuDSS and SuperLU it is exact in its quadratic term and differenced
     in its trace, ~1e-7 relative at worst: the trace of a scale or a noise level
     (``∂K = a K + b I``) needs one shared difference of ``logdet(K + tI)``; any other
-    hyperparameter takes two refactorisations. No dense n × n matrix is formed; ``return_cov`` and ``sample_y`` are
-    limited to 10,000 query points.
+    hyperparameter takes two refactorisations. No dense n × n matrix is formed;
+    ``return_cov`` and ``sample_y`` are limited to 10,000 query points.
 
     Examples
     --------

@@ -336,6 +336,7 @@ class SparseLogMarginalLikelihood:
         self.factor = None
         self.n_evaluations = 0
         self.n_factorizations = 0
+        self._no_selected_inverse = False
 
     def _ensure_pattern(self, radius):
         p = self.pattern
@@ -438,14 +439,20 @@ class SparseLogMarginalLikelihood:
         (CHOLMOD: selected inversion): ``½ Σ_t α_tᵀ ∂K α_t - ½ T tr(K⁻¹ ∂K)`` for every
         hyperparameter, with ``tr(K⁻¹ ∂K) = Σ (K⁻¹)_ik ∂K_ik`` over the pattern's
         entries. None where the factor has no selected inverse (cuDSS, SuperLU) or the
-        kernel's gradient terms do not match theta; those are differenced."""
+        kernel's gradient terms do not match theta; those are differenced. Also None,
+        from then on, once the selected inversion has run out of memory (it holds about
+        four times the factor's bytes)."""
         inverse_on = getattr(self.factor, "inverse_on", None)
-        if inverse_on is None:
-            return None
-        if len(thunks) != n_theta:
+        if inverse_on is None or len(thunks) != n_theta or self._no_selected_inverse:
             return None
         pairs = self.pattern.pairs
-        Z = inverse_on(pairs.rows, pairs.cols)
+        try:
+            Z = inverse_on(pairs.rows, pairs.cols)
+        except MemoryError:
+            self._no_selected_inverse = True
+            logger.info("sparse LML: the selected inversion ran out of memory (n=%d); the "
+                        "gradient's traces are differenced instead", self.y.shape[0])
+            return None
         n_targets = self.y.shape[1]
         grad = np.empty(n_theta)
         for j, thunk in enumerate(thunks):
