@@ -122,8 +122,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[40_000, 100_000])
     parser.add_argument("--k", type=int, nargs="+", default=[4_000, 10_000])
-    parser.add_argument("--leaves", type=int, nargs="+", default=[1024, 2048, 4096])
+    parser.add_argument("--leaves", type=int, nargs="*", default=[1024, 2048, 4096])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sides", action="store_true",
+                        help="also cuBLAS trsm in place from the left, and from the right "
+                        "on the transposed right-hand sides (X Lᵀ = Bᵀ)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     if not GPU:
@@ -133,6 +136,25 @@ def main(argv=None):
     from cupyx.scipy.linalg import solve_triangular
 
     LowerSolver = _classes()
+
+    def cuBLAS_trsm(F, B, side):
+        """In place: ``B ← L⁻¹ B`` (left; B n × k) or ``B ← B L⁻ᵀ`` (right; B k × n),
+        both Fortran-ordered, L the lower triangle of F."""
+        import numpy as np
+        from nvmath.bindings import cublas as bindings
+
+        from skgpu.backends.gpu.handles import blas_handle
+
+        n = F.shape[0]
+        one = np.ones(1)
+        if side.startswith("left"):
+            m, k, s, t = n, B.shape[1], bindings.SideMode.LEFT, bindings.Operation.N
+        else:
+            m, k, s, t = B.shape[0], n, bindings.SideMode.RIGHT, bindings.Operation.T
+        bindings.dtrsm(blas_handle(), s, bindings.FillMode.LOWER, t,
+                       bindings.DiagType.NON_UNIT, m, k, one.ctypes.data, F.data.ptr, n,
+                       B.data.ptr, B.shape[0])
+        return B
 
     doc = {"machine": machine(), "benchmark": "lower-triangular solve L^-1 B, float64",
            "method": " ".join(sys.argv[1:]) or "defaults", "results": []}
@@ -167,6 +189,21 @@ def main(argv=None):
             ref, stats = timed(trsm, B0, Bw)
             emit({"case": f"cuBLAS trsm, n={n}, k={k}", "n": n, "k": k,
                   "skgpu": stats, "TFLOPs": round(flops / stats["median_s"] / 1e12, 1)})
+            if args.sides:
+                for side, B1 in (("left, in place", B0), ("right", cp.asfortranarray(B0.T))):
+                    W1 = cp.empty_like(B1, order="F")
+
+                    def in_place(B, side=side, F=F):
+                        return cuBLAS_trsm(F, B, side)
+
+                    V, stats = timed(in_place, B1, W1)
+                    V = V if side.startswith("left") else V.T
+                    emit({"case": f"cuBLAS trsm {side}, n={n}, k={k}", "n": n, "k": k,
+                          "skgpu": stats,
+                          "TFLOPs": round(flops / stats["median_s"] / 1e12, 1),
+                          "rel_diff_vs_trsm": float(cp.linalg.norm(V - ref)
+                                                    / cp.linalg.norm(ref))})
+                    del V, W1, B1
             for leaf in args.leaves:
                 cp.cuda.Device().synchronize()
                 start = time.perf_counter()

@@ -341,10 +341,14 @@ def _exact_lower_solve(L, B):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_solve_triangular_against_exact(ops, dtype, seed):
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_solve_triangular_against_exact(ops, dtype, seed, side):
     """The predictive variance's solve ``L⁻¹ B`` against a Cholesky factor's buffer (its
     strict upper triangle unspecified), against the exact solution of the rounded L
-    and B, and as accurate as scipy's substitution on the same L and B."""
+    and B, and as accurate as scipy's substitution on the same L and B; on the GPU also
+    from the right, in place: ``Bᵀ L⁻ᵀ`` (the rows of ``(L⁻¹ B)ᵀ``)."""
+    if side == "right" and not hasattr(ops, "solve_triangular_right"):
+        pytest.skip("the right-side solve is the GPU backend's")
     rng = np.random.default_rng(seed)
     n, k = 61, 9
     cond = 1e8 if dtype == np.float64 else 1e3
@@ -353,7 +357,15 @@ def test_solve_triangular_against_exact(ops, dtype, seed):
     L = np.tril(to_host(lower)).astype(np.float64)
     B = rng.standard_normal((n, k)).astype(dtype)
     exact = _exact_lower_solve(L, B.astype(np.float64))
-    V = to_host(ops.solve_triangular(lower, ops.asarray(B))).astype(np.float64)
+    if side == "left":
+        V = to_host(ops.solve_triangular(lower, ops.asarray(B))).astype(np.float64)
+    else:
+        C = ops.xp.asfortranarray(ops.asarray(B.T))
+        out = ops.solve_triangular_right(lower, C)
+        assert out is C  # in place
+        V = to_host(out).T.astype(np.float64)
+        with pytest.raises(ValueError, match="Fortran-ordered"):
+            ops.solve_triangular_right(lower, ops.xp.ascontiguousarray(ops.asarray(B.T)))
     assert V.shape == (n, k)
     # Substitution's forward error is at most about n·u·κ(L) ‖V‖, κ(L) = √cond(A).
     u = np.finfo(dtype).eps

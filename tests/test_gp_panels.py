@@ -104,6 +104,39 @@ def test_panel_fit_with_the_optimizer_and_predict_equal_sklearn(device, panels, 
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("name", ["C*RBF(ARD)+White", "C*Matern(2.5)+White", "RQ+C"])
+def test_gpu_predict_std_solved_from_the_right_equals_the_cpu_path(monkeypatch, seed, name):
+    """The GPU's predictive std comes from K(X_train, X*) solved in place from the right;
+    in several blocks of test rows it equals the CPU path's (left, scipy) to 1e-10 and
+    scikit-learn's, and the mean is unchanged."""
+    from skgpu.backends.gpu import backend
+
+    rng = np.random.default_rng(seed)
+    X, y = _data(rng, 400)
+    Xt = rng.uniform(-0.2, 1.2, (230, X.shape[1]))
+    kernel = KERNELS[name](X.shape[1])
+    ref = SkGPR(kernel, alpha=1e-8, optimizer=None).fit(X, y)
+    want_mean, want_std = ref.predict(Xt, return_std=True)
+    with skgpu.config_context(device="cpu"):
+        cpu = GaussianProcessRegressor(kernel, alpha=1e-8, optimizer=None).fit(X, y)
+        cpu_mean, cpu_std = cpu.predict(Xt, return_std=True)
+    calls = []
+    real = backend.GPUBackend.solve_triangular_right
+    monkeypatch.setattr(backend.GPUBackend, "solve_triangular_right",
+                        lambda self, L, C: calls.append(C.shape) or real(self, L, C))
+    monkeypatch.setattr(_gpr, "_PREDICT_BLOCK_BYTES", 8 * 400 * 50)  # 50-row blocks
+    with skgpu.config_context(device="gpu"):
+        gp = GaussianProcessRegressor(kernel, alpha=1e-8, optimizer=None).fit(X, y)
+        mean, std = gp.predict(Xt, return_std=True)
+    assert [c[0] for c in calls] == [50, 50, 50, 50, 30]
+    np.testing.assert_allclose(std, cpu_std, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mean, cpu_mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(std, want_std, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-12)
+
+
 def test_panels_refused_for_kernels_sklearn_evaluates(rng):
     """A part scikit-learn evaluates (Matern nu=1.2) has no panels: the likelihood takes
     the whole-matrix path, explicitly, and still equals scikit-learn's."""

@@ -885,8 +885,23 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
     block = max(1, min(m, block_bytes // (8 * n)))
     mean = np.empty((m, alpha.shape[1]))
     var = np.empty(m) if return_std else None
+    # on the GPU, from a factor in its Fortran-ordered buffer: K(X_train, X*) evaluated
+    # (the same numbers, transposed: C-ordered n × b is Fortran-ordered b × n) and solved
+    # in place from the right, ~5 % faster than L⁻¹ K(X*, X_train)ᵀ from the left
+    right = (return_std and hasattr(ops, "solve_triangular_right")
+             and getattr(lower, "flags", None) is not None and lower.flags.f_contiguous)
     for start in range(0, m, block):
         stop = min(m, start + block)
+        if right:
+            Ks = xp.asfortranarray(evaluate(ops, kernel, X_train, X[start:stop])[0].full(
+                xp, (n, stop - start)).T)  # no copy for the C-ordered matrix
+            mean[start:stop] = ops.to_host(ops.matmul(Ks, alpha))
+            Y = ops.solve_triangular_right(lower, Ks)
+            del Ks
+            Y *= Y
+            var[start:stop] = kdiag[start:stop] - ops.to_host(Y @ xp.ones(n))
+            del Y
+            continue
         Ks = evaluate(ops, kernel, X[start:stop], X_train)[0].full(xp, (stop - start, n))
         mean[start:stop] = ops.to_host(ops.matmul(Ks, alpha))
         if return_std:
