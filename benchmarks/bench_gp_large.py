@@ -117,7 +117,7 @@ def main(argv=None):
     parser.add_argument("--no-lml", action="store_true",
                         help="skip the likelihood rows (fit and predict only)")
     parser.add_argument("--predict-fractions", type=float, nargs="+", default=None,
-                        help="predict once per block fraction given (block size "
+                        help="predict once per PREDICT_BLOCK_FRACTION given (block size "
                         "as a share of the factor's bytes)")
     parser.add_argument("--default-fit", type=int, default=0, metavar="N",
                         help="also fit with the default optimizer at n=N (one run; "
@@ -169,17 +169,14 @@ def main(argv=None):
                 with skgpu.config_context(device=device):
                     return gp.predict(Xt, return_std=True)
 
-            shipped = _gpr.PREDICT_BLOCK_FRACTION, _gpr.PREDICT_BLOCK_FRACTION_RIGHT
-            for fraction in args.predict_fractions or [None]:
-                if fraction is not None:  # both paths' (the GPU's is from the right)
-                    _gpr.PREDICT_BLOCK_FRACTION = _gpr.PREDICT_BLOCK_FRACTION_RIGHT = fraction
-                label = "as shipped" if fraction is None else f"{fraction:g}"
+            for fraction in args.predict_fractions or [_gpr.PREDICT_BLOCK_FRACTION]:
+                default, _gpr.PREDICT_BLOCK_FRACTION = _gpr.PREDICT_BLOCK_FRACTION, fraction
                 try:
                     emit({"case": f"predict(return_std=True), {args.test} test points, "
-                                  f"n={n}, block fraction {label}",
+                                  f"n={n}, block fraction {fraction:g}",
                           "device": device, "skgpu": measure(predict, n, 1, False)})
                 finally:
-                    _gpr.PREDICT_BLOCK_FRACTION, _gpr.PREDICT_BLOCK_FRACTION_RIGHT = shipped
+                    _gpr.PREDICT_BLOCK_FRACTION = default
         holder.clear()
         gc.collect()
         _sync()

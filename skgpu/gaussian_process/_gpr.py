@@ -56,10 +56,6 @@ def _lml_from(ops, y, a, logdet):
 #: Matern) and its solve stay within 0.3 n² beside the factor.
 _PREDICT_BLOCK_BYTES = 1 << 30
 PREDICT_BLOCK_FRACTION = 0.04
-#: The same on the GPU's solve from the right, which works in place (no copy of a block):
-#: twice the rows a block. Measured on an H200, 100,000 test points at n = 100,000:
-#: 19.95 s with 0.04, 19.55 s with 0.08 (one run each), 0.24 n² beside the factor.
-PREDICT_BLOCK_FRACTION_RIGHT = 0.08
 
 #: K(X, X) and its gradients are evaluated in panels of rows once n exceeds this, so that
 #: the likelihood holds one n × n matrix (the kernel matrix, its factor, then the half
@@ -890,8 +886,7 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
     # in place from the right, ~5 % faster than L⁻¹ K(X*, X_train)ᵀ from the left
     right = (return_std and hasattr(ops, "solve_triangular_right")
              and getattr(lower, "flags", None) is not None and lower.flags.f_contiguous)
-    fraction = PREDICT_BLOCK_FRACTION_RIGHT if right else PREDICT_BLOCK_FRACTION
-    block_bytes = max(_PREDICT_BLOCK_BYTES, int(fraction * 8 * n * n))
+    block_bytes = max(_PREDICT_BLOCK_BYTES, int(PREDICT_BLOCK_FRACTION * 8 * n * n))
     block = max(1, min(m, block_bytes // (8 * n)))
     mean = np.empty((m, alpha.shape[1]))
     var = np.empty(m) if return_std else None
