@@ -50,15 +50,15 @@ class SelectedInverse:
         self.bounds = supernodes(L)
         self.owner = np.repeat(np.arange(self.bounds.size - 1), np.diff(self.bounds))
         # each stored entry's place in its supernode's dense block: (row, column)
-        self.col_in = np.arange(n) - self.bounds[self.owner]
-        self.entry_col = np.repeat(np.arange(n), np.diff(self.indptr))
-        self.entry_row = (np.arange(self.indptr[-1]) - self.indptr[self.entry_col]
-                          + self.col_in[self.entry_col])
-        # column-major keys of the stored entries, ascending: to look entries up
-        self.keys = self.entry_col.astype(np.int64) * n + self.indices
+        col_in = np.arange(n) - self.bounds[self.owner]
+        entry_col = np.repeat(np.arange(n), np.diff(self.indptr))
+        places = (np.arange(self.indptr[-1]) - self.indptr[entry_col] + col_in[entry_col],
+                  col_in[entry_col])
         if n < np.iinfo(np.int32).max:  # 4 bytes an entry fewer, twice
-            self.entry_row = self.entry_row.astype(np.int32)
-            self.entry_col = self.entry_col.astype(np.int32)
+            places = tuple(p.astype(np.int32) for p in places)
+        self.entry_row, self.entry_col_in = places
+        # column-major keys of the stored entries, ascending: to look entries up
+        self.keys = entry_col.astype(np.int64) * n + self.indices
         self.plan = [self._gathers(s) for s in range(self.bounds.size - 1)]
 
     def _gathers(self, s):
@@ -98,7 +98,7 @@ class SelectedInverse:
     def __call__(self, data):
         """``A⁻¹`` on L's pattern, aligned with L's stored values ``data``."""
         indptr, indices, bounds = self.indptr, self.indices, self.bounds
-        entry_row, col_in, entry_col = self.entry_row, self.col_in, self.entry_col
+        entry_row, entry_col_in = self.entry_row, self.entry_col_in
         data = np.asarray(data, dtype=np.float64)
         if data.shape != (indptr[-1],):
             raise ValueError("the factor's values do not match its pattern")
@@ -110,7 +110,7 @@ class SelectedInverse:
             w = b - a
             rows = indices[indptr[a]:indptr[a + 1]]
             k0, k1 = indptr[a], indptr[b]
-            places = (entry_row[k0:k1], col_in[entry_col[k0:k1]])
+            places = (entry_row[k0:k1], entry_col_in[k0:k1])
             Lb = np.zeros((rows.size, w))
             Lb[places] = data[k0:k1]
             W, info = dtrtri(Lb[:w], lower=1)
