@@ -51,6 +51,12 @@ def is_dask_array(X):
     return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "chunks")
 
 
+def is_dask_collection(X):
+    """A dask array, DataFrame or Series (by its type's module: dask is not imported)."""
+    return is_dask_array(X) or (type(X).__module__.split(".")[0] == "dask"
+                                and hasattr(X, "to_dask_array"))
+
+
 def is_torch_tensor(X):
     return _kind(X) == "torch"
 

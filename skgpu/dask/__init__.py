@@ -10,6 +10,7 @@ passes, TSQR and the randomized SVD.
 when they are given a dask array.
 """
 
+from .input import DaskInput, InvalidChunks, map_rows, prepare_dask_fit
 from .linalg import (
     column_and_projection_variances,
     pca_covariance,
@@ -20,6 +21,7 @@ from .linalg import (
 )
 
 __all__ = [
+    "DaskInput", "InvalidChunks", "map_rows", "prepare_dask_fit",
     "column_and_projection_variances", "pca_covariance", "pca_randomized", "randomized_svd",
     "ridge_normal_equations", "ridgecv_loo",
 ]

@@ -14,9 +14,11 @@ import functools
 import logging
 
 import numpy as np
+import scipy.linalg as sla
 
 from ..utils.validation import check_row_chunked
 from . import runner
+from .input import InvalidChunks
 
 logger = logging.getLogger("skgpu")
 
@@ -51,6 +53,8 @@ def _chunk_stats(ops, block, y, w, factor, dtype):
         e_i = None if Y is None else ops.column_mean(Y)
     else:
         wv = ops.asarray(w, dtype=dtype)
+        if n_i and not float(wv.min()) >= 0:  # negative (or NaN): the client says which
+            return ops, n_i, float(n_i), None, None, None, None
         s_i = wv.sum(dtype=np.float64)
         # in float64: all-zero weights give zero means, not 0/0
         scale = (wv / xp.maximum(s_i, np.finfo(np.float64).tiny)).astype(dtype)
@@ -98,6 +102,8 @@ def _fold(parts, factor, centre=True):
     ops = parts[0][0]
     xp = ops.xp
     n = sum(p[1] for p in parts)
+    if any(p[3] is None for p in parts):  # a chunk's weights were refused
+        return ops, n, float(n), None, None, None, None
     S = _stacked(ops, [p[2] for p in parts])
     M = _stacked(ops, [p[3] for p in parts])
     has_y = parts[0][4] is not None
@@ -110,8 +116,8 @@ def _fold(parts, factor, centre=True):
     else:
         mean = xp.zeros(M.shape[1])
         y_mean = xp.zeros(E.shape[1]) if has_y else None
-    if any(p[5] is None for p in parts):  # a chunk was not finite
-        return ops, n, S_sum, mean, y_mean, None, None
+    if any(p[5] is None for p in parts):  # a chunk was not finite, or had a bad weight
+        return ops, n, S_sum, None, None, None, None
     D = M - mean
     SD = D * S[:, None]
     if factor == "r":
@@ -201,7 +207,7 @@ def _finish_stats(parts, kind, fit_intercept):
             None, None, None, mean, y_mean, None, None)
     if F is None or not np.all(np.isfinite(m_all)) or (
             e_all is not None and not np.all(np.isfinite(e_all))):
-        raise ValueError("Input contains NaN or infinity.")
+        raise InvalidChunks()
     return n, float(w_sum), mean, y_mean, F, C
 
 
@@ -401,12 +407,14 @@ def _range_r_block(ops, block, Q, mean=None):
     return ops.to_host(ops.qr_r(ops.matmul(X, ops.asarray(Q, dtype=X.dtype))))
 
 
-def _range_back_block(ops, block, Q, R_inv, mean=None):
-    """X_iᵀ (X_i Q R⁻¹): the chunk's part of Xᵀ times the orthonormalised range."""
+def _range_back_block(ops, block, Q, M, mean=None):
+    """X_iᵀ Y_i and Y_iᵀ Y_i for Y_i = X_i Q M, the chunk's rows of the range's basis:
+    its parts of Xᵀ Y and of Y's Gram matrix (float64)."""
     X = _chunk(ops, block, mean)
     Y = ops.matmul(ops.matmul(X, ops.asarray(Q, dtype=X.dtype)),
-                   ops.asarray(R_inv, dtype=X.dtype))
-    return ops.to_host(ops.matmul(X.T, Y)).astype(np.float64)
+                   ops.asarray(M, dtype=X.dtype))
+    return (ops.to_host(ops.matmul(X.T, Y)).astype(np.float64),
+            ops.to_host(ops.matmul(Y.T, Y)).astype(np.float64))
 
 
 def _moments_block(ops, block, V, mean, mean_t):
@@ -434,7 +442,7 @@ def _means(run):
     """n and the column means of X (one pass), for the randomized route."""
     parts = run(_chunk_sums, operations=("column_mean",))
     if not all(part[2] for part in parts):
-        raise ValueError("Input contains NaN or infinity.")
+        raise InvalidChunks()
     n = sum(part[0] for part in parts)
     return n, sum(part[1] for part in parts) / n
 
@@ -453,8 +461,10 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
 
 def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=None):
     """Halko et al. over row chunks, with scikit-learn's random draws: each power
-    iteration is one pass for the R of X Q (TSQR), one for Xᵀ(X Q R⁻¹); the small factors
-    are orthonormalised on the client. Returns (S, Vt) of the top ``k``.
+    iteration is one pass for the R of X Q (TSQR), one for Xᵀ Y with Y = X Q M an
+    orthonormal basis of X Q's range (M from R, on the client); the last pass also sums
+    YᵀY, which makes the projection exact. X is float32 or float64 (see
+    :mod:`.input`). Returns (S, Vt) of the top ``k``.
     """
     from sklearn.utils import check_random_state
 
@@ -469,23 +479,38 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
     random_state = check_random_state(random_state)
     if n_iter == "auto":
         n_iter = 7 if k < 0.1 * min(n, p) else 4
-    Q = random_state.normal(size=(p, k + n_oversamples))
-    if X.dtype.kind == "f":
-        Q = Q.astype(X.dtype, copy=False)
+    Q = random_state.normal(size=(p, k + n_oversamples)).astype(X.dtype, copy=False)
+    eps = np.finfo(X.dtype).eps
 
-    def orthonormal_range(Q):
+    def range_basis(Q):
+        """M with X Q M an orthonormal basis of X Q's numerical range: from the SVD
+        R = U S Wᵀ of X Q's R factor (TSQR), M = W S⁻¹ over the singular values above
+        rounding (a rank-deficient X Q, say with a constant column, keeps its rank)."""
         R = cpu.qr_r(np.vstack(run(_range_r_block, args=(Q, mean),
                                    operations=("matmul", "qr_r"))).astype(np.float64))
-        return np.linalg.inv(R)
+        if not np.all(np.isfinite(R)):
+            raise InvalidChunks()
+        _, s, Wt = np.linalg.svd(R)
+        keep = max(1, int(np.count_nonzero(s > s[0] * len(s) * eps)))
+        return Wt[:keep].T / np.maximum(s[:keep], np.finfo(np.float64).tiny)
 
-    def back(Q, R_inv):
-        return sum(run(_range_back_block, args=(Q, R_inv, mean), reduce=sum))
+    def back(Q, M):
+        return runner.sum_pairs(run(_range_back_block, args=(Q, M, mean),
+                                    reduce=runner.sum_pairs))
 
     for _ in range(n_iter):
-        Z = back(Q, orthonormal_range(Q))
+        Z, _ = back(Q, range_basis(Q))
         Q = np.linalg.qr(Z)[0].astype(Q.dtype, copy=False)
-    Bt = back(Q, orthonormal_range(Q))
-    _, s, Vt = cpu.svd(Bt.T)  # B = (X Q R⁻¹)ᵀ X, l × p
+    Z, G = back(Q, range_basis(Q))
+    # Y = X Q M is orthonormal up to ~eps·cond(R): B = (Y L⁻ᵀ)ᵀ X with G = YᵀY = L Lᵀ
+    # is exactly the projection on its range (one CholeskyQR step, no pass of its own)
+    L = np.linalg.cholesky(G)
+    B = sla.solve_triangular(L, Z.T, lower=True)
+    if B.shape[0] >= k:
+        _, s, Vt = cpu.svd(B)
+    else:  # X's numerical rank is below k: the remaining singular values are zero
+        _, s, Vt = np.linalg.svd(B, full_matrices=True)
+        s = np.concatenate([s, np.zeros(k - len(s))])
     return s[:k], Vt[:k]
 
 

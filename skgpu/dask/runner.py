@@ -34,10 +34,11 @@ def vector_blocks(v, X):
         return [None] * len(X.chunks[0])
     if np.ndim(v) == 0:  # a scalar sample weight, as scikit-learn allows
         v = da.full(X.shape[0], float(v), chunks=(X.chunks[0],))
+    whole = tuple((s,) for s in np.shape(v)[1:])  # every column in each chunk
     if not is_dask_array(v):
-        v = da.from_array(np.asarray(v), chunks=(X.chunks[0],))
-    else:
-        v = v.rechunk((X.chunks[0],) + v.chunks[1:])
+        v = da.from_array(np.asarray(v), chunks=(X.chunks[0],) + whole)
+    elif v.chunks != (X.chunks[0],) + whole:
+        v = v.rechunk((X.chunks[0],) + whole)
     return list(v.to_delayed().ravel())
 
 
@@ -119,7 +120,7 @@ def locality_plan(X, vectors):
         if v is None:
             vecs.append([None] * n_blocks)
         elif is_dask_array(v):
-            if v.chunks[0] != X.chunks[0]:
+            if v.chunks != (X.chunks[0],) + tuple((s,) for s in v.shape[1:]):
                 return None
             fv = persisted(client, v, n_blocks)
             if fv is None:

@@ -17,7 +17,7 @@ from .._config import get_config
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._common import centre_columns, exact_constant_columns
-from ..backends._arrays import container_of, convert_output, is_dask_array, to_numpy
+from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import (
@@ -28,7 +28,6 @@ from ..utils._sklearn_private import (
 )
 from ..utils.validation import (
     assert_all_finite,
-    check_row_chunked,
     checked_product,
     prepare,
     validate_inverse_input,
@@ -336,9 +335,8 @@ class PCA(SklearnConversionMixin, _SkPCA):
 
     def _fit_dask(self, X):
         """Covariance from per-chunk Gram blocks and sums on the workers (skgpu.dask)."""
-        from ..dask import pca_covariance, pca_randomized
+        from ..dask import pca_covariance, pca_randomized, prepare_dask_fit
 
-        check_row_chunked(X)
         solver = "covariance_eigh" if self.svd_solver == "auto" else self.svd_solver
         if solver not in ("covariance_eigh", "randomized"):
             raise ValueError(
@@ -346,26 +344,34 @@ class PCA(SklearnConversionMixin, _SkPCA):
                 "with dask input use svd_solver='covariance_eigh' (or 'auto'), which "
                 "needs only per-chunk Gram matrices, or 'randomized'."
             )
+        inp = prepare_dask_fit(self, X)
+        X = inp.X
         n_samples, n_features = X.shape
         n_components = (min(X.shape) if self.n_components is None else self.n_components)
         self._check_n_components(solver, n_components, n_samples, n_features)
+        if solver == "covariance_eigh" and n_samples < 2:
+            raise ValueError(
+                "PCA with svd_solver='covariance_eigh' needs at least 2 samples to "
+                f"estimate a covariance, got n_samples={n_samples}."
+            )
         cpu = get_backend("cpu")
-        if solver == "randomized":
-            n, mean, S, Vt, total_var = pca_randomized(
-                X, n_components, n_oversamples=self.n_oversamples,
-                n_iter=self.iterated_power, random_state=check_random_state(self.random_state))
-            _, Vt = _flip_signs(cpu, None, np.ascontiguousarray(Vt))
-            result = _Decomposition(mean=mean, S=S, Vt=Vt,
-                                    explained_variance=S**2 / (n - 1), total_var=total_var)
-        else:
-            n, mean, C = pca_covariance(X)
-            # the small eigensolve where this process has a GPU (as in memory)
-            device = "cpu" if get_config()["device"] == "cpu" else "auto"
-            result = _from_covariance(select_backend(device, operations=("eigh",))[0], C,
-                                      mean, n)
-        dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
-        self._set_fitted(result, solver, n_components, n_samples, n_features, dtype)
-        self.n_features_in_ = n_features
+        with inp.errors():
+            if solver == "randomized":
+                n, mean, S, Vt, total_var = pca_randomized(
+                    X, n_components, n_oversamples=self.n_oversamples,
+                    n_iter=self.iterated_power,
+                    random_state=check_random_state(self.random_state))
+                _, Vt = _flip_signs(cpu, None, np.ascontiguousarray(Vt))
+                result = _Decomposition(mean=mean, S=S, Vt=Vt,
+                                        explained_variance=S**2 / (n - 1),
+                                        total_var=total_var)
+            else:
+                n, mean, C = pca_covariance(X)
+                # the small eigensolve where this process has a GPU (as in memory)
+                device = "cpu" if get_config()["device"] == "cpu" else "auto"
+                result = _from_covariance(select_backend(device, operations=("eigh",))[0],
+                                          C, mean, n)
+        self._set_fitted(result, solver, n_components, n_samples, n_features, X.dtype)
         self.backend_ = "dask"
         self._fit_svd_solver = self.solver_ = solver
         return result, X, cpu
@@ -474,7 +480,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
         -------
         self : object
         """
-        if is_dask_array(X):
+        if is_dask_collection(X):
             self._fit_dask(X)
         else:
             self._fit(X, container_of(X))
@@ -495,7 +501,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
         X_new : array of shape (n_samples, n_components)
             In the container of ``X``.
         """
-        if is_dask_array(X):
+        if is_dask_collection(X):
             self._fit_dask(X)
             return self.transform(X)
         result, inp, backend = self._fit(X, container_of(X), keep_data=True)
@@ -548,10 +554,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
             In the container of ``X`` (NumPy, CuPy or torch on the same device).
         """
         check_is_fitted(self)
-        if is_dask_array(X):
-            check_row_chunked(X)
-            return X.map_blocks(self.transform, dtype=self.components_.dtype,
-                                chunks=(X.chunks[0], (self.n_components_,)))
+        if is_dask_collection(X):
+            from ..dask import map_rows
+
+            return map_rows(self, self.transform, X, self.n_components_,
+                            self.components_.dtype)
         # NaN and infinity are looked for in the (much smaller) projection, not in X.
         return self._project(prepare(self, X, reset=False, accept_sparse=("csr", "csc"),
                                      ensure_all_finite=False))

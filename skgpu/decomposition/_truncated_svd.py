@@ -9,12 +9,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback
-from ..backends._arrays import container_of, convert_output, is_dask_array, to_numpy
+from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import _fit_context
 from ..utils.validation import (
-    check_row_chunked,
     checked_product,
     prepare,
     validate_inverse_input,
@@ -153,7 +152,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         -------
         X_new : array of shape (n_samples, n_components)
         """
-        if is_dask_array(X):
+        if is_dask_collection(X):
             return self._fit_transform_dask(X)
         inp = prepare(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2,
                       reject_strings=True)
@@ -194,29 +193,31 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
 
     def _fit_transform_dask(self, X):
         """Randomized SVD over row chunks (skgpu.dask); returns the lazy transform."""
-        from ..dask import column_and_projection_variances
+        from ..dask import column_and_projection_variances, prepare_dask_fit
         from ..dask import randomized_svd as dask_randomized_svd
 
-        check_row_chunked(X)
         if self.algorithm != "randomized":
             raise ValueError(
                 f"algorithm={self.algorithm!r} needs the whole matrix in one memory; with "
                 "dask input use algorithm='randomized'."
             )
+        inp = prepare_dask_fit(self, X, min_features=2)
+        X = inp.X
         if self.n_components > X.shape[1]:
             raise ValueError(
                 f"n_components({self.n_components}) must be <= n_features({X.shape[1]})."
             )
-        S, Vt = dask_randomized_svd(X, self.n_components, n_oversamples=self.n_oversamples,
-                                    n_iter=self.n_iter, random_state=self.random_state)
-        _, Vt = _flip_signs(get_backend("cpu"), None, np.ascontiguousarray(Vt))
-        full_var, explained = column_and_projection_variances(X, Vt.T)
-        dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
+        with inp.errors():
+            S, Vt = dask_randomized_svd(X, self.n_components,
+                                        n_oversamples=self.n_oversamples,
+                                        n_iter=self.n_iter, random_state=self.random_state)
+            _, Vt = _flip_signs(get_backend("cpu"), None, np.ascontiguousarray(Vt))
+            full_var, explained = column_and_projection_variances(X, Vt.T)
+        dtype = X.dtype
         self.components_ = np.ascontiguousarray(Vt, dtype=dtype)
         self.explained_variance_ = explained.astype(dtype)
         self.explained_variance_ratio_ = (explained / full_var).astype(dtype)
         self.singular_values_ = S.astype(dtype)
-        self.n_features_in_ = X.shape[1]
         self.backend_ = "dask"
         self._device_cache = {}
         return self.transform(X)
@@ -232,10 +233,11 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
     def transform(self, X: MatrixLike) -> MatrixLike:
         """Reduce X: ``X @ components_.T``, in the container of X."""
         check_is_fitted(self)
-        if is_dask_array(X):
-            check_row_chunked(X)
-            return X.map_blocks(self.transform, dtype=self.components_.dtype,
-                                chunks=(X.chunks[0], (self.components_.shape[0],)))
+        if is_dask_collection(X):
+            from ..dask import map_rows
+
+            return map_rows(self, self.transform, X, self.components_.shape[0],
+                            self.components_.dtype)
         # NaN and infinity are looked for in the (much smaller) product, not in X.
         inp = prepare(self, X, accept_sparse=["csr", "csc"], reset=False,
                       ensure_all_finite=False, reject_strings=True)

@@ -31,7 +31,7 @@ from ..backends._common import centre_columns
 from ..backends._arrays import (
     container_of,
     convert_output,
-    is_dask_array,
+    is_dask_collection,
     is_device_array,
     to_numpy,
 )
@@ -47,7 +47,6 @@ from ..utils._sklearn_private import (
 )
 from ..utils.validation import (
     assert_all_finite,
-    check_row_chunked,
     checked_product,
     prepare,
     prepare_xy,
@@ -455,12 +454,12 @@ class _DevicePredictMixin(RegressorScoreMixin):
             In the container of ``X``.
         """
         check_is_fitted(self)
-        if is_dask_array(X):
-            check_row_chunked(X)
-            shape = (X.chunks[0],) if np.ndim(self.coef_) == 1 else (
-                X.chunks[0], (np.shape(self.coef_)[0],))
-            return X.map_blocks(self.predict, dtype=np.result_type(X.dtype, np.float32),
-                                chunks=shape, drop_axis=None if len(shape) == 2 else 1)
+        if is_dask_collection(X):
+            from ..dask import map_rows
+
+            return map_rows(self, self.predict, X,
+                            None if np.ndim(self.coef_) == 1 else np.shape(self.coef_)[0],
+                            np.result_type(self.coef_.dtype, np.float32))
         # NaN and infinity are checked by checked_product (on the GPU in the product)
         inp = prepare(self, X, reset=False, accept_sparse=("csr", "csc", "coo"),
                       reject_strings=True, ensure_all_finite=False)
@@ -587,7 +586,7 @@ default='auto'
         self : object
             Fitted estimator.
         """
-        if is_dask_array(X):
+        if is_dask_collection(X):
             return self._fit_dask(X, y, sample_weight)
         spec = container_of(X)
         solver = self._backend_solver(X, spec)
@@ -643,20 +642,32 @@ default='auto'
 
     def _fit_dask(self, X, y, sample_weight):
         """Normal equations from chunked Gram blocks (centred by the global means)."""
-        from ..dask import ridge_normal_equations
+        from ..dask import prepare_dask_fit, ridge_normal_equations
 
-        check_row_chunked(X)
         if self.positive or self.solver not in ("auto", "cholesky"):
             raise ValueError(
                 f"With dask input Ridge solves the normal equations from per-chunk Gram "
                 f"blocks: use solver='auto' or 'cholesky' (got solver={self.solver!r}, "
                 f"positive={self.positive})."
             )
+        if y is None:
+            raise ValueError("Ridge requires y to be passed, but the target y is None.")
+        inp = prepare_dask_fit(self, X, y, sample_weight)
+        X, y = inp.X, inp.y
         n, p = X.shape
         if n < p:
             raise ValueError(f"Dask input needs n_samples >= n_features, got {n} < {p}.")
-        A, B, mean, y_mean = ridge_normal_equations(X, y, sample_weight, self.fit_intercept)
-        t = B.shape[1]
+        t = 1 if y.ndim == 1 else y.shape[1]
+        n_alpha = np.asarray(self.alpha).size
+        if n_alpha not in (1, t):
+            raise ValueError(
+                "Number of targets and number of penalties do not correspond: "
+                f"{n_alpha} != {t}"
+            )
+        _check_alpha(self.alpha)
+        with inp.errors():
+            A, B, mean, y_mean = ridge_normal_equations(X, y, inp.sample_weight,
+                                                        self.fit_intercept)
         alphas = np.broadcast_to(np.asarray(self.alpha, dtype=np.float64).ravel(), (t,))
         cpu = get_backend("cpu")
         coef = np.empty((p, t))
@@ -665,14 +676,16 @@ default='auto'
             factor = cpu.cholesky(A + a * np.eye(p), what="regularised Gram matrix")
             coef[:, cols] = factor.solve(B[:, cols])
         coef = coef.T
-        dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float64)
+        dtype = X.dtype
         if coef.shape[0] == 1:
             coef = coef.ravel()
         if y.ndim == 1:
             y_mean = y_mean[0]
+        intercept = _set_intercept(self.fit_intercept, mean, y_mean, coef)
+        if type(intercept) is not float:
+            intercept = np.asarray(intercept).astype(dtype, copy=False)[()]
         self.coef_ = coef.astype(dtype, copy=False)
-        self.intercept_ = _set_intercept(self.fit_intercept, mean, y_mean, coef)
-        self.n_features_in_ = p
+        self.intercept_ = intercept
         self.n_iter_ = None
         self.solver_ = "cholesky"
         self.backend_ = "dask"
@@ -1172,11 +1185,11 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         self._device_cache: dict = {}
 
         if self.cv is not None:
-            if is_dask_array(X):
+            if is_dask_collection(X):
                 raise ValueError("With dask input RidgeCV supports cv=None (the "
                                  "efficient leave-one-out) only.")
             return self._fit_grid_search(X, y, alphas, scorer, params)
-        if is_dask_array(X):
+        if is_dask_collection(X):
             return self._fit_dask(X, y, sample_weight, alphas)
 
         if _routing_enabled():
@@ -1248,7 +1261,7 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         """Leave-one-out over row chunks: R from the Gram matrix, checked (and refined, or
         replaced by TSQR) to the QR route's accuracy, then per-chunk LOO errors (see
         skgpu.dask.linalg.ridgecv_loo)."""
-        from ..dask import ridgecv_loo
+        from ..dask import prepare_dask_fit, ridgecv_loo
 
         if self.scoring is not None or self.store_cv_results:
             raise ValueError("With dask input RidgeCV supports scoring=None and "
@@ -1257,9 +1270,14 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         if self.gcv_mode == "eigen":
             raise ValueError("With dask input RidgeCV uses the QR route: leave gcv_mode "
                              "at None, 'auto' or 'svd'.")
+        if y is None:
+            raise ValueError("RidgeCV requires y to be passed, but the target y is None.")
+        inp = prepare_dask_fit(self, X, y, sample_weight)
+        X, y = inp.X, inp.y
         alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
-        mse, V, MtY, inv, mean, y_mean, n = ridgecv_loo(X, y, sample_weight, alpha_list,
-                                                        self.fit_intercept)
+        with inp.errors():
+            mse, V, MtY, inv, mean, y_mean, n = ridgecv_loo(X, y, inp.sample_weight,
+                                                            alpha_list, self.fit_intercept)
         t = MtY.shape[1]
         per_target = self.alpha_per_target and t > 1
         if self.alpha_per_target:
@@ -1274,13 +1292,11 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         if y.ndim == 1:
             y_mean = y_mean[0]
         intercept = _set_intercept(self.fit_intercept, mean, y_mean, coef)
-        if X.dtype.kind == "f":
-            coef = coef.astype(X.dtype, copy=False)
-            if type(intercept) is not float:
-                intercept = np.asarray(intercept).astype(X.dtype, copy=False)[()]
+        coef = coef.astype(X.dtype, copy=False)
+        if type(intercept) is not float:
+            intercept = np.asarray(intercept).astype(X.dtype, copy=False)[()]
         self.alpha_, self.best_score_ = best_alpha, best_score
         self.coef_, self.intercept_ = coef, intercept
-        self.n_features_in_ = X.shape[1]
         self.backend_ = "dask"
         return self
 
