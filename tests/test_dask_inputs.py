@@ -21,6 +21,9 @@ def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                        dashboard_address=":0")
     with distributed.Client(cluster) as c:
+        # (the workers may still be starting on a busy machine: wait for them, however
+        # long; pytest-timeout ends a run that never gets them)
+        c.wait_for_workers(2)
         yield c
     cluster.close()
 
