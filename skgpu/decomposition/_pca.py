@@ -18,6 +18,7 @@ from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback, select_backend
 from ..backends._common import centre_columns, exact_constant_columns
 from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
+from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import (
@@ -516,9 +517,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
 
     def _projection(self, ops):
         """(W, bias) on ``ops`` with X @ W + bias = the transform; cached per backend."""
-        cache = self.__dict__.setdefault("_device_cache", {})
-        key = ("transform", ops.name)
-        if key not in cache:
+        def make():
             W = self.components_.T.astype(self.components_.dtype, copy=True)
             bias = -(self.mean_ @ self.components_.T)
             if self.whiten:
@@ -526,9 +525,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
                 scale[scale < np.finfo(scale.dtype).eps] = np.finfo(scale.dtype).eps
                 W /= scale
                 bias /= scale
-            cache[key] = (ops.asarray(np.ascontiguousarray(W)),
-                          ops.asarray(bias.astype(W.dtype)))
-        return cache[key]
+            return (ops.asarray(np.ascontiguousarray(W)), ops.asarray(bias.astype(W.dtype)))
+
+        return cached(self, ("transform", ops.name),
+                      (self.components_, self.mean_, self.explained_variance_, self.whiten),
+                      make)
 
     def _project(self, inp):
         """The transform of an :class:`~skgpu.utils.validation.Input`, in its container
@@ -616,18 +617,19 @@ class PCA(SklearnConversionMixin, _SkPCA):
         """``(dtype, precision, mean, constant)`` of the log-likelihood on ``ops``: the
         precision is computed on the host once per fit (as scikit-learn's), and it and the
         mean are sent to each backend once per dtype (a search scores every fold)."""
-        cache = self.__dict__.setdefault("_device_cache", {})
-        if "precision" not in cache:
+        sources = (self.components_, self.explained_variance_, self.noise_variance_,
+                   self.mean_, self.whiten, self.n_components_)
+
+        def make_precision():
             precision = self.get_precision()
-            cache["precision"] = (precision, 0.5 * (
-                precision.shape[0] * math.log(2.0 * math.pi) - fast_logdet(precision)))
-        precision, constant = cache["precision"]
+            return precision, 0.5 * (
+                precision.shape[0] * math.log(2.0 * math.pi) - fast_logdet(precision))
+
+        precision, constant = cached(self, "precision", sources, make_precision)
         dtype = np.result_type(X_dtype, precision.dtype)
-        key = ("likelihood", ops.name, dtype.str)
-        if key not in cache:
-            cache[key] = (ops.asarray(precision, dtype=dtype),
-                          ops.asarray(self.mean_, dtype=dtype))
-        return (dtype, *cache[key], constant)
+        on_device = cached(self, ("likelihood", ops.name, dtype.str), sources, lambda: (
+            ops.asarray(precision, dtype=dtype), ops.asarray(self.mean_, dtype=dtype)))
+        return (dtype, *on_device, constant)
 
     def _score_samples_on_device(self, X, spec):
         inp = prepare(self, X, spec=spec, reset=False)

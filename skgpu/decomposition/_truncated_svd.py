@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
+from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._sklearn_private import _fit_context
@@ -223,12 +224,9 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         return self.transform(X)
 
     def _components_on(self, ops, transposed):
-        cache = self.__dict__.setdefault("_device_cache", {})
-        key = (ops.name, transposed)
-        if key not in cache:
-            C = self.components_.T if transposed else self.components_
-            cache[key] = ops.asarray(np.ascontiguousarray(C))
-        return cache[key]
+        C = self.components_.T if transposed else self.components_
+        return cached(self, (ops.name, transposed), (self.components_,),
+                      lambda: ops.asarray(np.ascontiguousarray(C)))
 
     def transform(self, X: MatrixLike) -> MatrixLike:
         """Reduce X: ``X @ components_.T``, in the container of X."""

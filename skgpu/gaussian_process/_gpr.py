@@ -21,6 +21,7 @@ from .._typing import ArrayLike, MatrixLike, RandomStateLike
 from ..backends import run_with_fallback
 from ..backends._arrays import container_of, convert_output, to_numpy
 from ..backends._common import tril_in_place
+from ..utils._cache import Identity, cached, store
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, progress_logging
 from ..utils._scoring import RegressorScoreMixin
@@ -504,7 +505,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         self.alpha_ = result.alpha.reshape(y_train.shape)
         self._fit_alpha = alpha
         self._n_lml_evaluations = result.n_evaluations
-        self._device_cache = {"state": result.device_state}
+        self._device_cache = {}
+        if self.__dict__.get("L_") is not None:  # replaced, never edited in place
+            self.L_.flags.writeable = False
+        store(self, "state", self._state_sources(), result.device_state)
         self.backend_ = backend.name
         self.cholesky_ = "sparse" if sparse else "dense"
         if self.verbose > 0:
@@ -661,9 +665,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         """The fitted state on ``ops``, cached after the fit (rebuilt after unpickling):
         ``("dense", name, X_train, lower factor, alpha)`` or
         ``("sparse", name, sparse LML object holding the factor, alpha)``."""
-        cache = self.__dict__.setdefault("_device_cache", {})
-        state = cache.get("state")
-        if state is None or state[1] != ops.name:
+        def make():
             alpha = ops.asarray(self.alpha_.reshape(self.alpha_.shape[0], -1))
             if getattr(self, "cholesky_", "dense") == "sparse":
                 lml = SparseLogMarginalLikelihood(ops, self.X_train_, self.y_train_,
@@ -675,8 +677,21 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                 state = ("dense", ops.name,
                          ops.asarray(np.asarray(self.X_train_, dtype=np.float64)),
                          ops.asarray(np.asfortranarray(self.L_)), alpha)
-            cache["state"] = state
+            return state
+
+        state = cached(self, "state", self._state_sources(), make)
+        if state[1] != ops.name:  # made on the other backend
+            state = make()
+            store(self, "state", self._state_sources(), state)
         return state
+
+    def _state_sources(self):
+        """What the cached fitted state copies: compared on each use (the n × n factor by
+        identity: it is read-only once on the host, see ``_factor_read_only``)."""
+        d = self.__dict__
+        L = "pending" if d.get("_pending_L") else Identity(d.get("L_"))
+        return (self.X_train_, self.y_train_, self.alpha_, L, self.kernel_,
+                d.get("_fit_alpha", self.alpha), d.get("cholesky_", "dense"))
 
     def log_marginal_likelihood(
             self, theta: ArrayLike | None = None, eval_gradient: bool = False,
@@ -719,12 +734,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                 ops = get_backend("cpu")
             if sparse:
                 # kept between calls: its pattern and the solver's analysis are reused
-                cache = self.__dict__.setdefault("_device_cache", {})
-                lml = cache.get(("lml", ops.name))
-                if lml is None:
-                    lml = SparseLogMarginalLikelihood(ops, self.X_train_, self.y_train_,
-                                                      alpha)
-                    cache[("lml", ops.name)] = lml
+                lml = cached(self, ("lml", ops.name),
+                             (self.X_train_, self.y_train_, alpha),
+                             lambda: SparseLogMarginalLikelihood(ops, self.X_train_,
+                                                                 self.y_train_, alpha))
                 return lml(kernel, eval_gradient)
             self._check_memory("GaussianProcessRegressor.log_marginal_likelihood", ops,
                                kernel, self.X_train_, self.y_train_, alpha,
@@ -843,9 +856,12 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                 from ..backends import get_backend
 
                 lower = state[3]
-                d["L_"] = get_backend(state[1]).to_host(lower.T).T
+                L = get_backend(state[1]).to_host(lower.T).T
+                L.flags.writeable = False  # replaced, never edited (see _state_sources)
+                d["L_"] = L
                 del d["_pending_L"]
-                return d["L_"]
+                store(self, "state", self._state_sources(), state)
+                return L
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def as_sklearn(self) -> Any:

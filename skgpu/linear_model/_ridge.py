@@ -35,6 +35,7 @@ from ..backends._arrays import (
     is_device_array,
     to_numpy,
 )
+from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit
 from ..utils._scoring import RegressorScoreMixin
@@ -431,14 +432,15 @@ class _DevicePredictMixin(RegressorScoreMixin):
     intercept_: Any
 
     def _linear_weights(self, ops):
-        cache = self.__dict__.setdefault("_device_cache", {})
-        if ops.name not in cache:
-            coef = np.atleast_2d(np.asarray(self.coef_))
-            intercept = np.broadcast_to(np.asarray(self.intercept_, dtype=coef.dtype),
-                                        (coef.shape[0],))
-            cache[ops.name] = (ops.asarray(np.ascontiguousarray(coef.T)),
-                               ops.asarray(np.ascontiguousarray(intercept)))
-        return cache[ops.name]
+        coef = np.atleast_2d(np.asarray(self.coef_))
+        intercept = np.asarray(self.intercept_)
+
+        def make():
+            b = np.broadcast_to(intercept.astype(coef.dtype), (coef.shape[0],))
+            return (ops.asarray(np.ascontiguousarray(coef.T)),
+                    ops.asarray(np.ascontiguousarray(b)))
+
+        return cached(self, ops.name, (coef, intercept), make)
 
     def predict(self, X: MatrixLike) -> MatrixLike:
         """Predict using the linear model.

@@ -1,0 +1,77 @@
+"""A fitted model changed between calls answers as a fresh one: assigned attributes,
+in-place edits and changed parameters reach predict/transform/score (device copies are
+never stale), on each backend."""
+
+import numpy as np
+import pytest
+from conftest import DEVICES
+from sklearn.base import clone
+from skgpu_testing import assert_allclose_rel
+
+import skgpu
+from skgpu.decomposition import PCA, TruncatedSVD
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.linear_model import Ridge, RidgeCV
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: estimator, the method whose output is compared, the fitted arrays to change
+CASES = {
+    "PCA": (lambda: PCA(3), ("transform", "score", "inverse_transform"),
+            ("components_", "mean_", "explained_variance_")),
+    "TruncatedSVD": (lambda: TruncatedSVD(3, random_state=0),
+                     ("transform", "inverse_transform"), ("components_",)),
+    "Ridge": (lambda: Ridge(alpha=0.3), ("predict",), ("coef_",)),
+    "RidgeCV": (lambda: RidgeCV(), ("predict",), ("coef_",)),
+    "GaussianProcessRegressor": (lambda: GaussianProcessRegressor(), ("predict",),
+                                 ("alpha_",)),
+}
+
+
+def _fresh(est):
+    """A new instance holding ``est``'s parameters and fitted attributes (no cache)."""
+    new = clone(est)
+    for k, v in vars(est).items():
+        if k.endswith("_") and not k.startswith("_") or k in ("_y_train_mean",
+                                                              "_y_train_std"):
+            setattr(new, k, v.copy() if isinstance(v, np.ndarray) else v)
+    return new
+
+
+def _call(est, method, X, Z):
+    if method == "inverse_transform":
+        return np.asarray(est.inverse_transform(Z))
+    return np.asarray(getattr(est, method)(X))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(CASES)), change=st.sampled_from(
+           ["assign", "in-place", "in-place-row", "whiten", "intercept"]),
+       factor=st.sampled_from([-1.0, 0.5, 3.0]), seed=st.integers(0, 2**16))
+@pytest.mark.parametrize("device", DEVICES)
+def test_changes_reach_every_call(device, name, change, factor, seed):
+    make, methods, arrays = CASES[name]
+    rng = np.random.default_rng(seed)
+    X, y = rng.standard_normal((40, 5)), rng.standard_normal(40)
+    Xt, Z = rng.standard_normal((9, 5)), rng.standard_normal((9, 3))
+    with skgpu.config_context(device=device):
+        est = make().fit(X, y)
+        for method in methods:  # the first calls fill the device cache
+            _call(est, method, Xt, Z)
+        attr = arrays[seed % len(arrays)]
+        if change == "assign":
+            setattr(est, attr, getattr(est, attr) * factor)
+        elif change == "in-place":
+            getattr(est, attr)[...] *= factor
+        elif change == "in-place-row":
+            np.atleast_1d(getattr(est, attr))[0] += factor
+        elif change == "whiten" and name == "PCA":
+            est.set_params(whiten=not est.whiten)
+        elif change == "intercept" and hasattr(est, "intercept_"):
+            est.intercept_ = est.intercept_ + factor
+        for method in methods:
+            assert_allclose_rel(_call(est, method, Xt, Z),
+                                _call(_fresh(est), method, Xt, Z), 1e-12)
