@@ -341,8 +341,10 @@ def _ridge_fit(ops, inp, y, sample_weight, alpha, *, fit_intercept, solver):
         try:
             for a in np.unique(alphas):
                 cols = np.flatnonzero(alphas == a)
-                factor = ops.cholesky(A + dtype.type(a) * eye, what="regularised Gram matrix")
-                _check_conditioning(ops, factor, dtype)
+                M = A + dtype.type(a) * eye
+                scale = ops.to_host(xp.sqrt(xp.diag(M)))
+                factor = ops.cholesky(M, what="regularised Gram matrix")
+                _check_conditioning(ops, factor, dtype, scale)
                 sol[:, cols] = factor.solve(B[:, cols])
             coef = design.rmatmul(sol) if kernel else sol
         except LinAlgError:
@@ -366,20 +368,24 @@ def _ridge_fit(ops, inp, y, sample_weight, alpha, *, fit_intercept, solver):
     return coef, intercept_offsets, solver
 
 
-def _check_conditioning(ops, factor, dtype):
+def _check_conditioning(ops, factor, dtype, scale):
     """Warn scikit-learn's ``LinAlgWarning`` and raise LinAlgError (so that the caller
     takes the SVD route) when the regularised Gram matrix is numerically singular.
 
-    ``(min L_ii / max L_ii)²`` bounds the reciprocal condition number from above (SciPy's
-    ``solve``, which scikit-learn's Cholesky solver calls, estimates it with pocon, which
-    cuSOLVER lacks): below machine epsilon the normal equations carry no digits, and
-    scikit-learn warns and returns their noise; here the warning is the same and the
-    answer is the SVD route's.
+    The test is on the matrix equilibrated by its diagonal (``scale`` = √diag(A)): the
+    Cholesky factor of D⁻¹AD⁻¹ is D⁻¹L, and Cholesky's solution is as accurate as that
+    scaled matrix is conditioned (van der Sluis; Higham, *Accuracy and Stability of
+    Numerical Algorithms*, §10.1), so columns of very different scales alone never send
+    a well-posed problem to the SVD route, which is not scaling-invariant and loses the
+    small columns' coefficients. ``(min / max of L_ii/D_i)²`` bounds the scaled
+    reciprocal condition number from above: below machine epsilon the normal equations
+    carry no digits, and scikit-learn warns and returns their noise; here the warning is
+    the same and the answer is the SVD route's.
     """
     from numpy.linalg import LinAlgError
     from scipy.linalg import LinAlgWarning
 
-    d = ops.to_host(ops.xp.diag(factor.lower))
+    d = ops.to_host(ops.xp.diag(factor.lower)) / np.where(scale > 0, scale, 1.0)
     if d.size == 0:
         return
     big = float(np.max(d))
