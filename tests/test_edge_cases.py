@@ -509,20 +509,40 @@ def test_ridge_constant_column_coefficient_is_exactly_zero(device, weighted, rng
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_ill_conditioned_ridge_warns_and_takes_the_svd_route(device, rng):
-    """rcond(XᵀX) ~ 1e-18: the normal equations carry no digits. scikit-learn warns
-    LinAlgWarning and returns their noise; skgpu warns the same and answers by the SVD
-    route (the least-squares solution, checked against NumPy's lstsq)."""
+def test_ill_conditioned_ridge_takes_the_svd_route(device, rng):
+    """Nearly collinear columns, rcond(XᵀX) ~ 1e-18 however the columns are scaled: the
+    normal equations carry no digits. scikit-learn warns LinAlgWarning and returns their
+    noise; skgpu warns the same (or potrf fails outright) and answers by the SVD route
+    (the least-squares solution, checked against NumPy's lstsq)."""
     X = rng.standard_normal((50, 3))
-    X[:, 2] *= 1e-9
-    y = X @ np.array([1.0, -2.0, 3e9]) + 1e-3 * rng.standard_normal(50)
+    X[:, 2] = X[:, 0] + 1e-9 * rng.standard_normal(50)
+    y = X @ np.array([1.0, -2.0, 3.0]) + 1e-3 * rng.standard_normal(50)
     with skgpu.config_context(device=device):
-        with pytest.warns(LinAlgWarning, match="Ill-conditioned matrix"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LinAlgWarning)
             ours = Ridge(alpha=0.0, solver="cholesky", fit_intercept=False).fit(X, y)
         ref = Ridge(alpha=0.0, solver="svd", fit_intercept=False).fit(X, y)
     assert ours.solver_ == "svd"
     assert_allclose_rel(ours.coef_, ref.coef_, 1e-12)
-    assert_allclose_rel(ours.coef_, np.linalg.lstsq(X, y, rcond=None)[0], 1e-8)
+    assert_allclose_rel(ours.coef_, np.linalg.lstsq(X, y, rcond=None)[0], 1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_badly_scaled_ridge_keeps_the_normal_equations(device, rng):
+    """A column scaled by 1e-9 makes rcond(XᵀX) ~ 1e-18, but the problem scaled by its
+    diagonal is well conditioned, and Cholesky's answer is as accurate as that scaled
+    problem allows (van der Sluis): no warning, the normal equations, lstsq's answer to
+    rounding (the SVD route, which is not scaling-invariant, lost digits here)."""
+    X = rng.standard_normal((50, 3))
+    X[:, 2] *= 1e-9
+    y = X @ np.array([1.0, -2.0, 3e9]) + 1e-3 * rng.standard_normal(50)
+    with skgpu.config_context(device=device):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LinAlgWarning)
+            ours = Ridge(alpha=0.0, solver="cholesky", fit_intercept=False).fit(X, y)
+    assert ours.solver_ == "cholesky"
+    exact = np.linalg.lstsq(X, y, rcond=None)[0]
+    np.testing.assert_allclose(ours.coef_, exact, rtol=1e-10)
 
 
 def test_backends_list_is_the_conftest_one():

@@ -378,7 +378,7 @@ def _check_conditioning(ops, factor, dtype, scale):
     Numerical Algorithms*, §10.1), so columns of very different scales alone never send
     a well-posed problem to the SVD route, which is not scaling-invariant and loses the
     small columns' coefficients. ``(min / max of L_ii/D_i)²`` bounds the scaled
-    reciprocal condition number from above: below machine epsilon the normal equations
+    reciprocal condition number from above: near machine epsilon the normal equations
     carry no digits, and scikit-learn warns and returns their noise; here the warning is
     the same and the answer is the SVD route's.
     """
@@ -390,7 +390,10 @@ def _check_conditioning(ops, factor, dtype, scale):
         return
     big = float(np.max(d))
     rcond = (float(np.min(d)) / big) ** 2 if big > 0 else 0.0
-    if rcond < np.finfo(dtype).eps:
+    # 100 ε, not ε: a matrix singular to rounding gets a computed L_nn of about
+    # √(ε·A_nn), which puts the estimate itself at ~ε; below 100 ε the normal equations
+    # keep at most two digits, and the SVD route is the better answer
+    if rcond < 100 * np.finfo(dtype).eps:
         warnings.warn(f"Ill-conditioned matrix (rcond={rcond:.6g}): result may not be "
                       "accurate. skgpu solves this Ridge problem by the SVD route instead "
                       "of the normal equations.", LinAlgWarning, stacklevel=4)
@@ -409,6 +412,16 @@ def _require_finite(ops, a, X, sparse, what):
     matrix, a spectrum) is finite: an overflow there gives zero or NaN coefficients."""
     if not np.isfinite(float(ops.xp.sum(a))):
         _raise_not_finite(what, X, sparse)
+
+
+def _raise_alpha_too_small(alphas):
+    """A ValueError naming the first alpha whose reciprocal overflows float64 (a
+    subnormal alpha, 1/α = ∞ along a direction outside X's span)."""
+    tiny = [(i, a) for i, a in enumerate(alphas) if 0 < a and not np.isfinite(1.0 / a)]
+    if tiny:
+        i, a = tiny[0]
+        raise ValueError(f"alphas[{i}]={a!r} is too small: 1/alpha overflows float64 "
+                         "(alphas below ~5.6e-309 cannot be used); use a larger alpha.")
 
 
 def _raise_not_finite(what, X, sparse):
@@ -738,6 +751,13 @@ _REFINE_STEPS = 3
 _REFINE_KAPPA_LIMIT = 1e-3
 
 
+def _shrinkage(lam, a, xp):
+    """``α/(λ+α)``, the share of a direction a penalty α leaves in the residual: 1 for
+    α = ∞ (the intercept-only model), where the quotient itself is ∞/∞."""
+    finite = xp.where(xp.isinf(a), 1.0, a)  # (∞/∞ is not evaluated)
+    return xp.where(xp.isinf(a), 1.0, finite / (lam + finite))
+
+
 def _residual_error_estimate(s, alphas, MtY, r0_norm, yw_norm):
     """``(n_alphas, t)`` estimates of the relative error of the float64 residuals
     ``r(α) = yw - ŷ(α)`` of the QR route, and ``(n_alphas,)`` the ``ε·κ(α)`` they grow
@@ -751,7 +771,7 @@ def _residual_error_estimate(s, alphas, MtY, r0_norm, yw_norm):
     lam = s * s
     growth = eps * (float(s.max(initial=0.0)) * np.max(s[None, :] / (lam[None, :] + a),
                                                        axis=1, initial=0.0))
-    g = a / (lam[None, :] + a)
+    g = _shrinkage(lam[None, :], a, np)
     r_norm = np.sqrt(np.asarray(r0_norm)[None, :] ** 2 + (g * g) @ (np.asarray(MtY) ** 2))
     yw_norm = np.asarray(yw_norm)[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -940,7 +960,7 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
         # space left by the intercept (n <= p) the first terms are exactly zero: both
         # are then sums of positive terms, free of the cancellation 1 - h has when h
         # is close to one (wide X, small alpha: it cost up to 1e-3 relative).
-        G = a_dev[None, :] * inv
+        G = _shrinkage(spec.lam[:, None], a_dev[None, :], xp)
         D = ops.matmul(MM, G)
         if M.shape[1] == n - (1 if fit_intercept else 0):
             R0 = None
@@ -1160,6 +1180,11 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
             else:
                 for index, alpha in enumerate(self.alphas):
                     check_scalar(alpha, f"alphas[{index}]", **check)
+        values = np.asarray(self.alphas, dtype=np.float64).ravel()
+        if np.any(np.isnan(values)):  # (scikit-learn fits NaN coefficients)
+            index = int(np.flatnonzero(np.isnan(values))[0])
+            raise ValueError(f"alphas[{index}] is NaN: every alpha must be a positive "
+                             "number (np.inf gives the intercept-only model).")
         return np.asarray(self.alphas)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -1240,6 +1265,7 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
                                             what=f"RidgeCV.fit (leave-one-out, {mode})",
                                             flops=_factorisation_flops(X))
         if not np.all(np.isfinite(result.coef)):
+            _raise_alpha_too_small(alpha_list)
             _raise_not_finite("RidgeCV.fit", X, inp.sparse)
         coef, y_offset = result.coef, result.y_offset
         if y.ndim == 1 or y.shape[1] == 1:
