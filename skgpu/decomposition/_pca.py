@@ -441,11 +441,13 @@ class PCA(SklearnConversionMixin, _SkPCA):
     def _set_fitted(self, r, solver, n_components, n_samples, n_features, dtype):
         ev, S, Vt = r.explained_variance, r.S, r.Vt
         ratio = ev / r.total_var
+        # scikit-learn's types: NumPy integers from 'mle' and a fraction, a Python int
+        # as given otherwise (scripts format and compare them)
         if n_components == "mle":
-            n_components = int(_infer_dimension(ev, n_samples))
+            n_components = _infer_dimension(ev, n_samples)
         elif 0 < n_components < 1.0:
-            n_components = int(np.searchsorted(np.cumsum(ratio), n_components,
-                                               side="right") + 1)
+            n_components = np.searchsorted(np.cumsum(ratio), n_components,
+                                           side="right") + 1
         k = n_components
         if solver in ("full", "covariance_eigh"):
             noise = float(np.mean(ev[k:])) if k < min(n_features, n_samples) else 0.0

@@ -495,7 +495,8 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         self._rng = rng
         self._y_train_mean, self._y_train_std = y_mean, y_std
         self.X_train_, self.y_train_ = X_train, y_train
-        self.log_marginal_likelihood_value_ = result.lml_value
+        # (a NumPy float64, as scikit-learn's)
+        self.log_marginal_likelihood_value_ = np.float64(result.lml_value)
         if result.L is ON_DEVICE:  # a GPU fit: L_ comes to the host when first read
             self.__dict__.pop("L_", None)
             self._pending_L = True

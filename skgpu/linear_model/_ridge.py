@@ -414,6 +414,12 @@ def _require_finite(ops, a, X, sparse, what):
         _raise_not_finite(what, X, sparse)
 
 
+def _as_score(score):
+    """``best_score_`` as scikit-learn's RidgeCV gives it: a NumPy float64 scalar (an
+    array per target with ``alpha_per_target``)."""
+    return score if isinstance(score, np.ndarray) else np.float64(score)
+
+
 def _raise_alpha_too_small(alphas):
     """A ValueError naming the first alpha whose reciprocal overflows float64 (a
     subnormal alpha, 1/α = ∞ along a direction outside X's span)."""
@@ -1278,7 +1284,7 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
             if type(intercept) is not float:
                 intercept = np.asarray(intercept).astype(original_dtype, copy=False)[()]
         self.alpha_ = result.alpha
-        self.best_score_ = result.best_score
+        self.best_score_ = _as_score(result.best_score)
         self.coef_ = coef
         self.intercept_ = intercept
         if self.store_cv_results:
@@ -1329,7 +1335,7 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         coef = coef.astype(X.dtype, copy=False)
         if type(intercept) is not float:
             intercept = np.asarray(intercept).astype(X.dtype, copy=False)[()]
-        self.alpha_, self.best_score_ = best_alpha, best_score
+        self.alpha_, self.best_score_ = best_alpha, _as_score(best_score)
         self.coef_, self.intercept_ = coef, intercept
         self.backend_ = "dask"
         return self
