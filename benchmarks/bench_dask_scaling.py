@@ -82,10 +82,12 @@ def _pool_bytes():
             "device_used_bytes": int(total - free)}
 
 
-def _cluster(workers, gpu):
+def _cluster(workers, gpu, shared=False):
+    """dask-cuda's one worker per GPU; ``shared``: a plain LocalCluster of worker
+    processes that all see the same GPU (dask-cuda refuses a repeated device)."""
     from distributed import Client, LocalCluster
 
-    if gpu:
+    if gpu and not shared:
         from dask_cuda import LocalCUDACluster
 
         cluster = LocalCUDACluster(n_workers=workers, threads_per_worker=1)
@@ -170,6 +172,105 @@ def weak_scaling(results, rows_per_worker, chunks_per_worker, gpu, max_workers=2
                     **{k: medians[2][k] / medians[1][k] for k in medians[1]}})
 
 
+def shared_gpu_overhead(results, rows, chunks, gpu, repeats=5):
+    """The machinery's cost: the same X (``rows`` in ``chunks`` chunks) fitted by one
+    worker, then by two worker processes sharing that one GPU (each holding half the
+    chunks). The arithmetic is the same; what two add is the task graph, the transfers of
+    partial results and the reductions (target: two <= 1.1 x one)."""
+    medians = {}
+    for workers in (1, 2):
+        cluster, client = _cluster(workers, gpu, shared=True)
+        with cluster, client:
+            Xd, yd, fb, names = _data(client, chunks, rows // chunks, 0, gpu)
+            row = {"case": f"one GPU shared: {workers} worker process(es), X "
+                           f"{rows}x{P} float32, {chunks} chunks", "workers": workers}
+            row.update(_placement(client, Xd, fb, names, gpu))
+            times, _ = _fit_times(Xd, yd, ["pca", "ridgecv"], repeats)
+            row.update({f"{k}_s": v for k, v in times.items()})
+            medians[workers] = {k: v["median_s"] for k, v in times.items()}
+            del Xd, yd, fb
+        results.append(row)
+    results.append({"case": "one GPU shared: two-worker time over one-worker time (same X)",
+                    "target": "<= 1.1 for pca and ridgecv",
+                    **{k: medians[2][k] / medians[1][k] for k in medians[1]}})
+
+
+def _lazy_data(n_chunks, chunk, gpu, seed=0):
+    """X and y whose chunks are made by the tasks that read them (never persisted):
+    each pass makes them again, on the worker, from the seed."""
+    import dask.array as da
+
+    if gpu:
+        import cupy as cp
+
+        meta_x, meta_y = cp.empty((0, 0), cp.float32), cp.empty(0, cp.float32)
+    else:
+        meta_x, meta_y = np.empty((0, 0), np.float32), np.empty(0, np.float32)
+
+    def x_block(block_id=None):
+        return _block(block_id[0], chunk, P, seed, gpu)[0]
+
+    def y_block(block_id=None):
+        return _block(block_id[0], chunk, P, seed, gpu)[1]
+
+    Xd = da.map_blocks(x_block, chunks=((chunk,) * n_chunks, (P,)), dtype=np.float32,
+                       meta=meta_x)
+    yd = da.map_blocks(y_block, chunks=((chunk,) * n_chunks,), dtype=np.float32,
+                       meta=meta_y)
+    return Xd, yd
+
+
+def _reference_lazy(client, n_chunks, chunk, gpu, seed=0):
+    """float64 sums of every lazily made block (``_reference_block`` on each)."""
+    futures = [client.submit(lambda i: _reference_block(_block(i, chunk, P, seed, gpu)), i,
+                             pure=False) for i in range(n_chunks)]
+    return client.gather(futures)
+
+
+def streamed(results, stream_gb, persisted_gb, chunk, gpu, repeats=3):
+    """Data that never fits: ``stream_gb`` of float32 chunks made on one worker by the
+    tasks that read them, against ``persisted_gb`` of the same chunks persisted there,
+    in one run: GB/s of PCA and RidgeCV, the worker's peak GPU memory (its CuPy pool's
+    high-water mark), the models against chunk-wise float64 sums."""
+    block_gb = chunk * P * 4 / 1e9
+    cluster, client = _cluster(1, gpu, shared=True)
+    with cluster, client:
+        n_persist = max(1, int(persisted_gb / block_gb))
+        Xd, yd, fb, names = _data(client, n_persist, chunk, 0, gpu)
+        gb = n_persist * block_gb
+        times, _ = _fit_times(Xd, yd, ["pca", "ridgecv"], repeats)
+        row = {"case": f"persisted on one worker: X {n_persist * chunk}x{P} float32 "
+                       f"({gb:.0f} GB), {n_persist} chunks", "gb": gb,
+               **{f"{k}_s": v for k, v in times.items()},
+               **{f"{k}_gb_per_s": gb / v["median_s"] for k, v in times.items()}}
+        if gpu:
+            row["memory_after_fits"] = client.run(_pool_bytes)
+        results.append(row)
+        rate = {k: gb / v["median_s"] for k, v in times.items()}
+        del Xd, yd, fb
+        if gpu:
+            client.run(lambda: sys.modules["cupy"].get_default_memory_pool().free_all_blocks())
+    cluster, client = _cluster(1, gpu, shared=True)
+    with cluster, client:
+        n_stream = int(stream_gb / block_gb)
+        Xd, yd = _lazy_data(n_stream, chunk, gpu)
+        gb = n_stream * block_gb
+        times, models = _fit_times(Xd, yd, ["pca", "ridgecv"], repeats)
+        row = {"case": f"streamed, never persisted, one worker: X {n_stream * chunk}x{P} "
+                       f"float32 ({gb:.0f} GB), {n_stream} chunks", "gb": gb,
+               **{f"{k}_s": v for k, v in times.items()},
+               **{f"{k}_gb_per_s": gb / v["median_s"] for k, v in times.items()},
+               **{f"{k}_fraction_of_persisted_gb_per_s": gb / v["median_s"] / rate[k]
+                  for k, v in times.items()},
+               "target": ">= 0.8 of the persisted GB/s, peak memory a few chunks"}
+        if gpu:
+            row["memory_after_fits"] = client.run(_pool_bytes)
+            row["block_bytes"] = chunk * P * 4
+        parts = _reference_lazy(client, n_stream, chunk, gpu)
+        row.update(_against_float64_parts(parts, models))
+        results.append(row)
+
+
 def in_memory_rate(results, rows, gpu, repeats=5):
     """One GPU (this process), the same kind of data in memory: GB/s of PCA and RidgeCV."""
     import skgpu
@@ -217,6 +318,10 @@ def larger_than_one_gpu(results, rows, chunks_per_worker, rate, gpu, workers=2, 
 def _against_float64(client, fb, models):
     """The fitted PCA and RidgeCV against float64 sums made chunk-wise on the workers."""
     parts = client.gather([client.submit(_reference_block, f, pure=False) for f in fb])
+    return _against_float64_parts(parts, models)
+
+
+def _against_float64_parts(parts, models):
     n = sum(p[0] for p in parts)
     sx = sum(p[1] for p in parts)
     G = sum(p[2] for p in parts)
@@ -243,7 +348,12 @@ def main():
     parser = standard_parser(__doc__.splitlines()[0])
     parser.add_argument("--rows-per-gpu", type=int, default=32_000_000)
     parser.add_argument("--large-rows", type=int, default=180_000_000)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["weak", "large"])
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["weak", "large", "shared", "stream"])
+    parser.add_argument("--only", nargs="*", default=None,
+                        choices=["weak", "large", "shared", "stream"])
+    parser.add_argument("--stream-gb", type=float, default=300.0)
+    parser.add_argument("--persisted-gb", type=float, default=100.0)
     parser.add_argument("--workers", type=int, default=2,
                         help="at most this many workers (1: a smoke run on one GPU)")
     args = parser.parse_args()
@@ -255,10 +365,18 @@ def main():
     doc = {"machine": machine(), "results": results}
     rate = {}
     cases = []
-    if "weak" not in args.skip:
+    skip = set(args.skip) | ({"weak", "large", "shared", "stream"} - set(args.only)
+                             if args.only is not None else set())
+    if "shared" not in skip:
+        cases.append(lambda: shared_gpu_overhead(results, rows_per_gpu, chunks, gpu))
+    if "stream" not in skip:
+        chunk = 1_000_000 if gpu else 50_000
+        cases.append(lambda: streamed(results, args.stream_gb if gpu else 0.4,
+                                      args.persisted_gb if gpu else 0.2, chunk, gpu))
+    if "weak" not in skip:
         cases.append(lambda: weak_scaling(results, rows_per_gpu, chunks, gpu,
                                                   args.workers))
-    if "large" not in args.skip:
+    if "large" not in skip:
         cases.append(lambda: rate.update(in_memory_rate(results, rows_per_gpu, gpu)))
         cases.append(lambda: larger_than_one_gpu(results, large_rows, chunks, rate,
                                                          gpu, args.workers))

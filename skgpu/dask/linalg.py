@@ -407,6 +407,15 @@ def _range_r_block(ops, block, Q, mean=None):
     return ops.to_host(ops.qr_r(ops.matmul(X, ops.asarray(Q, dtype=X.dtype))))
 
 
+def _power_block(ops, block, Q, mean=None):
+    """X_iᵀ Y_i and Y_iᵀ Y_i for Y_i = X_i Q: one power iteration's pass gives both the
+    next range (XᵀY) and the Gram matrix of Y that orthonormalises it (float64)."""
+    X = _chunk(ops, block, mean)
+    Y = ops.matmul(X, ops.asarray(Q, dtype=X.dtype))
+    return (ops.to_host(ops.matmul(X.T, Y)).astype(np.float64),
+            ops.to_host(ops.matmul(Y.T, Y)).astype(np.float64))
+
+
 def _range_back_block(ops, block, Q, M, mean=None):
     """X_iᵀ Y_i and Y_iᵀ Y_i for Y_i = X_i Q M, the chunk's rows of the range's basis:
     its parts of Xᵀ Y and of Y's Gram matrix (float64)."""
@@ -460,11 +469,13 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
 
 
 def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=None):
-    """Halko et al. over row chunks, with scikit-learn's random draws: each power
-    iteration is one pass for the R of X Q (TSQR), one for Xᵀ Y with Y = X Q M an
-    orthonormal basis of X Q's range (M from R, on the client); the last pass also sums
-    YᵀY, which makes the projection exact. X is float32 or float64 (see
-    :mod:`.input`). Returns (S, Vt) of the top ``k``.
+    """Halko et al. over row chunks, with scikit-learn's random draws. Each power
+    iteration is one pass: XᵀY and YᵀY for Y = X Q; the range's orthonormal basis Y M
+    (M from YᵀY's eigendecomposition, directions below its rounding dropped) gives the
+    next Q = qr(XᵀY M) without another pass, since only the span matters there. The
+    final range is made accurately, in two passes: the R of X Q (TSQR), then Xᵀ Y and
+    YᵀY for Y = X Q M (M from R's SVD), the latter making the projection exact. X is
+    float32 or float64 (see :mod:`.input`). Returns (S, Vt) of the top ``k``.
     """
     from sklearn.utils import check_random_state
 
@@ -499,8 +510,15 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
                                     reduce=runner.sum_pairs))
 
     for _ in range(n_iter):
-        Z, _ = back(Q, range_basis(Q))
-        Q = np.linalg.qr(Z)[0].astype(Q.dtype, copy=False)
+        Z, G = runner.sum_pairs(run(_power_block, args=(Q, mean), reduce=runner.sum_pairs))
+        if not np.all(np.isfinite(G)):
+            raise InvalidChunks()
+        lam, W = np.linalg.eigh(G)
+        lam, W = lam[::-1], W[:, ::-1]
+        # YᵀY is exact to ~ε·λ₁ (rounding of the Gram sums), no further
+        keep = max(1, int(np.count_nonzero(lam > lam[0] * len(lam) * eps)))
+        M = W[:, :keep] / np.sqrt(np.maximum(lam[:keep], np.finfo(np.float64).tiny))
+        Q = np.linalg.qr(Z @ M)[0].astype(Q.dtype, copy=False)
     Z, G = back(Q, range_basis(Q))
     # Y = X Q M is orthonormal up to ~eps·cond(R): B = (Y L⁻ᵀ)ᵀ X with G = YᵀY = L Lᵀ
     # is exactly the projection on its range (one CholeskyQR step, no pass of its own)

@@ -852,7 +852,8 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         # first use (F.T is C-contiguous: one direct copy, no reordering on the device).
         d = self.__dict__
         if name == "L_" and d.get("_pending_L"):
-            state = d.get("_device_cache", {}).get("state")
+            entry = d.get("_device_cache", {}).get("state")  # (sources, state)
+            state = None if entry is None else entry[1]
             if state is not None and state[0] == "dense":
                 from ..backends import get_backend
 

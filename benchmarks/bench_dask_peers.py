@@ -1,0 +1,160 @@
+"""Dask input beside dask-ml: PCA and TruncatedSVD on the same CPU LocalCluster and data.
+
+    python benchmarks/bench_dask_peers.py --out results.json     (GPU host: 4 workers x 2
+                                                                  threads, 8M x 256 float64)
+    python benchmarks/bench_dask_peers.py --quick                 (any machine, small)
+
+X (float64, rows made and persisted on the workers from a seed: a spectrum decaying from
+10 to 0.1 plus an offset, so principal axes are well separated) is fitted by skgpu and by
+dask-ml (``dask_ml.decomposition``) with 16 components: PCA by skgpu's default route
+(covariance, one pass) against dask-ml's exact 'full' (TSQR) and its 'randomized'
+(svd_compressed, iterated_power 0 and 3); TruncatedSVD by skgpu's randomized (n_iter 5)
+against dask-ml's 'tsqr' (exact) and 'randomized' (n_iter 5). Each row: a warm-up fit,
+then the median of ``--repeats`` (spread too), and the accuracy against a float64
+reference computed chunk-wise on the workers (explained variances or singular values:
+largest relative error of the 16; components: the largest 1 - |cos| to the reference's).
+Without dask-ml installed, dask's own ``da.linalg.svd_compressed`` / ``tsqr`` rows
+replace it.
+"""
+
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _harness import machine, run_cases, standard_parser, timeit  # noqa: E402
+
+K = 16
+
+
+def _make_block(block_id, rows, p, seed):
+    rng = np.random.default_rng(seed + block_id)
+    X = rng.standard_normal((rows, p)) * np.geomspace(10, 0.1, p)
+    return X + 1.0
+
+
+def _data(client, n, p, chunks, seed=0):
+    import dask.array as da
+    import distributed
+
+    rows = n // chunks
+    blocks = [da.from_delayed(client.submit(_make_block, i, rows, p, seed, pure=False),
+                              (rows, p), dtype=np.float64) for i in range(chunks)]
+    X = client.persist(da.concatenate(blocks))
+    distributed.wait(X)
+    return X
+
+
+def _reference(X):
+    """float64 spectra from Gram matrices summed chunk-wise (centred for PCA)."""
+    import dask
+
+    mean = X.mean(axis=0).compute()
+    Xc = X - mean
+    G, Gc = dask.compute(X.T @ X, Xc.T @ Xc)
+    n = X.shape[0]
+    vals, vecs = np.linalg.eigh(Gc / (n - 1))
+    svals, svecs = np.linalg.eigh(G)
+    return {"pca": (vals[::-1][:K], vecs[:, ::-1][:, :K].T),
+            "svd": (np.sqrt(np.maximum(svals[::-1][:K], 0)), svecs[:, ::-1][:, :K].T)}
+
+
+def _accuracy(values, components, ref):
+    rv, rc = ref
+    values = np.asarray(values, dtype=np.float64)[:K]
+    cos = np.abs(np.sum(np.asarray(components)[:K] * rc, axis=1))
+    return {"values_max_rel_err": float(np.max(np.abs(values - rv) / np.abs(rv))),
+            "components_max_1_minus_cos": float(np.max(1.0 - np.minimum(cos, 1.0)))}
+
+
+def _row(results, name, fit, ref_key, ref, repeats, values_attr):
+    start = time.perf_counter()
+    model, stats = timeit(fit, repeats, warmup=1)
+    row = {"case": name, "fit_s": stats, "wall_all_runs_s": time.perf_counter() - start}
+    row.update(_accuracy(getattr(model, values_attr), model.components_, ref[ref_key]))
+    results.append(row)
+    return stats["median_s"]
+
+
+def main():
+    parser = standard_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=8_000_000)
+    parser.add_argument("--features", type=int, default=256)
+    parser.add_argument("--chunks", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.features, args.chunks, args.workers, args.threads = (
+            200_000, 64, 8, 2, 1)
+        args.repeats = 2
+    from distributed import Client, LocalCluster
+
+    from skgpu import config_context
+    from skgpu.decomposition import PCA, TruncatedSVD
+
+    try:
+        import dask_ml.decomposition as dml
+    except ImportError:
+        dml = None
+    results = []
+    doc = {"machine": machine(), "results": results,
+           "setup": {"rows": args.rows, "features": args.features, "chunks": args.chunks,
+                     "workers": args.workers, "threads_per_worker": args.threads,
+                     "dtype": "float64", "components": K,
+                     "peer": "dask-ml" if dml else "dask.array.linalg (dask-ml missing)"}}
+    with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads,
+                      processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client, config_context(device="cpu"):
+        X = _data(client, args.rows, args.features, args.chunks)
+        ref = _reference(X)
+        times = {}
+
+        def row(name, make, ref_key, values_attr):
+            def case():
+                times[name] = _row(results, name, lambda: make().fit(X), ref_key, ref,
+                                   args.repeats, values_attr)
+            return case
+
+        cases = [row("skgpu PCA (covariance, default)", lambda: PCA(K), "pca",
+                     "explained_variance_"),
+                 row("skgpu TruncatedSVD (randomized, n_iter=5)",
+                     lambda: TruncatedSVD(K, random_state=0), "svd", "singular_values_")]
+        if dml is not None:
+            for label, params in [("full (TSQR, exact)", dict(svd_solver="full")),
+                                  ("randomized, iterated_power=0",
+                                   dict(svd_solver="randomized", random_state=0)),
+                                  ("randomized, iterated_power=3",
+                                   dict(svd_solver="randomized", iterated_power=3,
+                                        random_state=0))]:
+                cases.append(row(f"dask-ml PCA {label}",
+                                 lambda params=params: dml.PCA(K, **params), "pca",
+                                 "explained_variance_"))
+            for label, params in [("tsqr (exact)", dict(algorithm="tsqr")),
+                                  ("randomized, n_iter=5",
+                                   dict(algorithm="randomized", n_iter=5,
+                                        random_state=0))]:
+                cases.append(row(f"dask-ml TruncatedSVD {label}",
+                                 lambda params=params: dml.TruncatedSVD(K, **params),
+                                 "svd", "singular_values_"))
+
+        def ratios():
+            out = {"case": "ratio: peer median / skgpu median (>= 3 is the target at "
+                           "equal or better accuracy)"}
+            for name, t in times.items():
+                for what in ("PCA", "TruncatedSVD"):
+                    ours = next((v for k, v in times.items()
+                                 if k.startswith(f"skgpu {what} ")), None)
+                    if name.startswith(f"dask-ml {what} ") and ours:
+                        out[name] = t / ours
+            results.append(out)
+
+        run_cases(cases + [ratios], doc, args.out)
+
+
+if __name__ == "__main__":
+    main()
