@@ -92,8 +92,10 @@ def _cluster(workers, gpu, shared=False):
 
         cluster = LocalCUDACluster(n_workers=workers, threads_per_worker=1)
     else:
+        # memory_limit=0: no spilling; dask would count CuPy chunks against host memory
+        # and spill them to disk
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=None, memory_limit=0)
     return cluster, Client(cluster, direct_to_workers=True)
 
 

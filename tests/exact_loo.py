@@ -63,9 +63,12 @@ def _precision(X, alphas):
 def _flint():
     global flint
     if flint is None:
-        import flint as _f
+        import pytest
 
-        flint = _f
+        # (the test extra installs it; a machine without it, such as the GPU host, skips
+        # the comparisons that need the exact reference)
+        flint = pytest.importorskip("flint", reason="python-flint (the exact reference) "
+                                    "is not installed")
     return flint
 
 
