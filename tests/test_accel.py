@@ -46,6 +46,54 @@ def test_install_and_uninstall():
     assert _resolved() == before
 
 
+def test_install_and_uninstall_from_many_threads():
+    """Installs and uninstalls racing in threads (a tiny switch interval makes them
+    interleave) never leave skgpu's classes behind scikit-learn's names afterwards."""
+    import threading
+
+    before = _resolved()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(60):
+            start = threading.Barrier(6)
+
+            def churn(i):
+                start.wait()
+                for _ in range(3):
+                    (skgpu.accel.install if i % 2 else skgpu.accel.uninstall)()
+
+            threads = [threading.Thread(target=churn, args=(i,)) for i in range(6)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            skgpu.accel.uninstall()
+            assert _resolved() == before
+    finally:
+        sys.setswitchinterval(interval)
+        skgpu.accel.uninstall()
+
+
+def test_load_ext_warns_about_names_bound_before():
+    """``%load_ext skgpu.accel`` after ``from sklearn.decomposition import PCA`` in an
+    earlier cell: that name keeps scikit-learn's class, and the extension says so."""
+    import types
+    import warnings
+
+    shell = types.SimpleNamespace(user_ns={"PCA": sklearn.decomposition.PCA, "x": 1,
+                                           "_": sklearn.linear_model.Ridge})
+    try:
+        with pytest.warns(UserWarning, match=r"PCA \(sklearn.decomposition.PCA\)"):
+            skgpu.accel.load_ipython_extension(shell)
+        skgpu.accel.unload_ipython_extension(shell)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            skgpu.accel.load_ipython_extension(types.SimpleNamespace(user_ns={"x": 1}))
+    finally:
+        skgpu.accel.uninstall()
+
+
 def test_a_search_built_from_sklearn_names_runs_skgpu(rng):
     from sklearn.model_selection import GridSearchCV
     from sklearn.pipeline import Pipeline

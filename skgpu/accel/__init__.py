@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,27 +43,34 @@ TARGETS = {
 #: (module, name) -> scikit-learn's own class, while installed.
 _originals: dict[tuple[str, str], Any] = {}
 
+#: install() and uninstall() are each one step for other threads: a second install
+#: while the first is halfway would record skgpu's class as "the original".
+_lock = threading.RLock()
+
 
 def install() -> None:
-    """Make scikit-learn's names for the five estimators resolve to skgpu's (idempotent)."""
-    if _originals:
-        return
-    replaced = []
-    for module_name, names in TARGETS.items():
-        module = importlib.import_module(module_name)
-        for name, (ours_module, ours_name) in names.items():
-            ours = getattr(importlib.import_module(ours_module), ours_name)
-            _originals[(module_name, name)] = getattr(module, name)
-            setattr(module, name, ours)
-            replaced.append(f"{module_name}.{name}")
+    """Make scikit-learn's names for the five estimators resolve to skgpu's (idempotent,
+    thread-safe)."""
+    with _lock:
+        if _originals:
+            return
+        replaced = []
+        for module_name, names in TARGETS.items():
+            module = importlib.import_module(module_name)
+            for name, (ours_module, ours_name) in names.items():
+                ours = getattr(importlib.import_module(ours_module), ours_name)
+                _originals[(module_name, name)] = getattr(module, name)
+                setattr(module, name, ours)
+                replaced.append(f"{module_name}.{name}")
     logger.info("skgpu.accel: %s now resolve to skgpu's estimators", ", ".join(replaced))
 
 
 def uninstall() -> None:
-    """Give scikit-learn its own classes back."""
-    for (module_name, name), original in _originals.items():
-        setattr(importlib.import_module(module_name), name, original)
-    _originals.clear()
+    """Give scikit-learn its own classes back (thread-safe)."""
+    with _lock:
+        for (module_name, name), original in _originals.items():
+            setattr(importlib.import_module(module_name), name, original)
+        _originals.clear()
 
 
 def is_installed() -> bool:
@@ -81,8 +90,21 @@ def installed() -> Iterator[None]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext skgpu.accel``."""
+    """``%load_ext skgpu.accel``; warns about names the notebook bound to scikit-learn's
+    classes before (``from sklearn.decomposition import PCA`` in an earlier cell keeps
+    scikit-learn's class under that name)."""
     install()
+    with _lock:
+        originals = {id(cls): f"{module}.{name}" for (module, name), cls in _originals.items()}
+    early = sorted(f"{var} ({originals[id(value)]})"
+                   for var, value in getattr(ipython, "user_ns", {}).items()
+                   if id(value) in originals and not var.startswith("_"))
+    if early:
+        warnings.warn(
+            "skgpu.accel was loaded after these names were bound to scikit-learn's own "
+            f"classes, which they keep: {', '.join(early)}. Run their imports again (or "
+            "load the extension first) to use skgpu's estimators.", UserWarning,
+            stacklevel=2)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
