@@ -27,6 +27,7 @@ from ..utils._fitting import atomic_fit, progress_logging
 from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
 from ..utils.validation import validate_data
+from .kernels import check_compact_kernels
 from ._kernel_eval import _diag_add, evaluate, panels_supported, unsupported_reason
 from ._memory import check_gpu_memory, check_host_memory
 from ._sparse import (
@@ -437,6 +438,8 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         rng = check_random_state(self.random_state)
         X, y = self._validate(X, container_of(X), y)
         X, y = to_numpy(X), to_numpy(y)
+        if kernel.requires_vector_input:
+            check_compact_kernels(kernel, X.shape[1])
         n_targets_seen = y.shape[1] if y.ndim > 1 else 1
         if self.n_targets is not None and n_targets_seen != self.n_targets:
             raise ValueError(

@@ -65,6 +65,43 @@ def _check_smoothness(smoothness):
         raise ValueError(f"smoothness must be 0, 1, 2 or 3, got {smoothness!r}")
 
 
+def _check_compact(kernel, n_features):
+    """Wendland's and Tapered's parameters against the data, with an error that names
+    them (a radius of zero or below, or a dimension below X's, would otherwise surface
+    as a failed Cholesky factorisation; a kernel that is not one, as an AttributeError).
+    A Wendland function positive definite in d dimensions is so in fewer, not more."""
+    if isinstance(kernel, Tapered):
+        if not isinstance(kernel.kernel, Kernel):
+            raise ValueError("Tapered's kernel must be a scikit-learn kernel (an instance "
+                             "of sklearn.gaussian_process.kernels.Kernel), got "
+                             f"{kernel.kernel!r}.")
+        what, radius, name = "Tapered", kernel.taper_range, "taper_range"
+    else:
+        what, radius, name = "Wendland", kernel.support_radius, "support_radius"
+    value = np.asarray(radius, dtype=np.float64) if np.ndim(radius) == 0 else None
+    if value is None or not np.isfinite(value) or not value > 0:
+        raise ValueError(f"{what}'s {name} must be a positive, finite number, got "
+                         f"{radius!r}.")
+    dimension = kernel.dimension
+    if dimension is not None and (isinstance(dimension, bool) or not isinstance(
+            dimension, (int, np.integer)) or dimension < n_features):
+        raise ValueError(f"{what}(dimension={dimension!r}) is positive definite in at most "
+                         f"{dimension!r} dimension(s), but X has {n_features} features: "
+                         f"set dimension to an integer >= {n_features}, or None (X's).")
+
+
+def check_compact_kernels(kernel, n_features):
+    """:func:`_check_compact` for every Wendland and Tapered in a kernel expression."""
+    if isinstance(kernel, (Wendland, Tapered)):
+        _check_compact(kernel, n_features)
+        if isinstance(kernel, Tapered):
+            check_compact_kernels(kernel.kernel, n_features)
+    for child in ("k1", "k2", "kernel"):
+        sub = getattr(kernel, child, None)
+        if isinstance(sub, Kernel) and not isinstance(kernel, Tapered):
+            check_compact_kernels(sub, n_features)
+
+
 class Wendland(StationaryKernelMixin, NormalizedKernelMixin, Kernel):
     """Wendland's compactly supported kernel ``k(x, y) = φ_{d,k}(‖x - y‖ / ρ)``.
 
@@ -132,6 +169,7 @@ class Wendland(StationaryKernelMixin, NormalizedKernelMixin, Kernel):
         """
         _check_smoothness(self.smoothness)
         X = np.atleast_2d(X)
+        _check_compact(self, X.shape[1])
         d = self._dimension(X)
         # distances of the scaled points: those of X itself overflow for |X| ~ 1e155+
         rho = float(self.support_radius)
@@ -230,6 +268,7 @@ class Tapered(Kernel):
         """The taper's Gram matrix."""
         _check_smoothness(self.taper_smoothness)
         X = np.atleast_2d(X)
+        _check_compact(self, X.shape[1])
         d = int(self.dimension) if self.dimension is not None else X.shape[1]
         rho = float(self.taper_range)  # scaled first, as in Wendland.__call__
         r = squareform(pdist(X / rho)) if Y is None else cdist(X / rho, np.atleast_2d(Y) / rho)
@@ -270,4 +309,4 @@ class Tapered(Kernel):
         return f"Tapered({self.kernel!r}, taper_range={self.taper_range:.3g})"
 
 
-__all__ = ["Tapered", "Wendland"]
+__all__ = ["Tapered", "Wendland", "check_compact_kernels"]
