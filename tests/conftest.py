@@ -89,3 +89,19 @@ def pytest_terminal_summary(terminalreporter):
     other = len(skipped) - len(gpu)
     if other:
         terminalreporter.write_line(f"{other} other tests skipped (pytest -rs lists why)")
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A dask.distributed client of two in-process workers, one thread each (the Dask
+    tests' cluster), with both workers up (waited for, however long: pytest-timeout
+    bounds it on a busy machine)."""
+    distributed = pytest.importorskip("distributed")
+    # ":0", a free port: None still starts the scheduler's HTTP server on 8787, which the
+    # other test process may hold (a warning in every run)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                       dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        c.wait_for_workers(2)
+        yield c
+    cluster.close()

@@ -11,20 +11,6 @@ from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
 from skgpu.linear_model import Ridge, RidgeCV  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    # ":0", a free port: None still starts the scheduler's HTTP server on 8787, which the
-    # other test process may hold (a warning in every run)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=":0")
-    with distributed.Client(cluster) as c:
-        # (the workers may still be starting on a busy machine: wait for them, however
-        # long; pytest-timeout ends a run that never gets them)
-        c.wait_for_workers(2)
-        yield c
-    cluster.close()
-
-
 def _data(rng, n, p, t, dtype):
     X = rng.standard_normal((n, p)) @ (np.eye(p) + 0.3 * rng.standard_normal((p, p)))
     X += rng.uniform(-3, 3, p)

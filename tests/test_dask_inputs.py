@@ -16,18 +16,6 @@ from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
 from skgpu.linear_model import Ridge, RidgeCV  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=":0")
-    with distributed.Client(cluster) as c:
-        # (the workers may still be starting on a busy machine: wait for them, however
-        # long; pytest-timeout ends a run that never gets them)
-        c.wait_for_workers(2)
-        yield c
-    cluster.close()
-
-
 ESTIMATORS = {
     "pca": lambda: PCA(n_components=3),
     "pca-randomized": lambda: PCA(n_components=3, svd_solver="randomized", random_state=0),

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..backends._arrays import is_dask_array, is_dask_collection
+from ..utils.validation import _STRINGS_MESSAGE
 from ..utils._sklearn_private import (
     _assert_all_finite,
     _check_feature_names,
@@ -34,10 +35,6 @@ from ..utils._sklearn_private import (
 )
 
 logger = logging.getLogger("skgpu")
-
-#: scikit-learn's error for text where numbers are expected (its wording).
-_STRINGS_MESSAGE = ("dtype='numeric' is not compatible with arrays of bytes/strings."
-                    "Convert your data to numeric values explicitly instead.")
 
 
 class InvalidChunks(ValueError):

@@ -400,6 +400,20 @@ def _check_conditioning(ops, factor, dtype, scale):
         raise LinAlgError("ill-conditioned regularised Gram matrix")
 
 
+def _check_alpha_for_targets(alpha, y):
+    """Ridge's ``alpha`` checked (:func:`_check_alpha`) and against y's targets: one
+    value, or one per target. Returns the number of targets."""
+    t = 1 if y.ndim == 1 else y.shape[1]
+    n_alpha = np.asarray(alpha).size
+    if n_alpha not in (1, t):
+        raise ValueError(
+            "Number of targets and number of penalties do not correspond: "
+            f"{n_alpha} != {t}"
+        )
+    _check_alpha(alpha)
+    return t
+
+
 def _check_alpha(alpha):
     """Ridge's ``alpha``, which may be an array (one per target): finite, non-negative."""
     values = np.asarray(alpha, dtype=np.float64)
@@ -636,14 +650,7 @@ default='auto'
             # square root's NaN)
             sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=dtype,
                                                  ensure_non_negative=True)
-        t = 1 if y.ndim == 1 else y.shape[1]
-        n_alpha = np.asarray(self.alpha).size
-        if n_alpha not in (1, t):
-            raise ValueError(
-                "Number of targets and number of penalties do not correspond: "
-                f"{n_alpha} != {t}"
-            )
-        _check_alpha(self.alpha)
+        t = _check_alpha_for_targets(self.alpha, y)
 
         def work(ops):
             return _ridge_fit(ops, inp, y, sample_weight, self.alpha,
@@ -684,14 +691,7 @@ default='auto'
         n, p = X.shape
         if n < p:
             raise ValueError(f"Dask input needs n_samples >= n_features, got {n} < {p}.")
-        t = 1 if y.ndim == 1 else y.shape[1]
-        n_alpha = np.asarray(self.alpha).size
-        if n_alpha not in (1, t):
-            raise ValueError(
-                "Number of targets and number of penalties do not correspond: "
-                f"{n_alpha} != {t}"
-            )
-        _check_alpha(self.alpha)
+        t = _check_alpha_for_targets(self.alpha, y)
         with inp.errors():
             A, B, mean, y_mean = ridge_normal_equations(X, y, inp.sample_weight,
                                                         self.fit_intercept)
