@@ -78,6 +78,9 @@ def _parser():
                         help="print the status only, without the demo")
     parser.add_argument("--json", action="store_true",
                         help="print the status as JSON (implies --no-demo)")
+    from skgpu import __version__
+
+    parser.add_argument("--version", action="version", version=f"skgpu {__version__}")
     return parser
 
 

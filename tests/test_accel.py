@@ -165,11 +165,25 @@ def test_python_m_skgpu_accel_runs_a_script_and_a_module_unchanged(tmp_path):
     assert as_module == [accelerated[0].replace("['a', '--b']", "['c']"), accelerated[1]]
 
 
-def test_usage():
+def test_usage(capsys):
     from skgpu.accel.__main__ import main
 
     assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "GaussianProcessRegressor" in out and "%load_ext skgpu.accel" in out
     assert main([]) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_a_missing_script_or_module_is_a_clear_error(tmp_path, capsys):
+    """Not runpy's traceback: one line naming what is missing, nothing installed."""
+    from skgpu.accel.__main__ import main
+
+    assert main([str(tmp_path / "nowhere.py")]) == 2
+    assert "can't open file" in capsys.readouterr().err
+    assert main(["-m", "no_such_module_skgpu_test"]) == 1
+    assert "No module named 'no_such_module_skgpu_test'" in capsys.readouterr().err
+    assert not skgpu.accel.is_installed()
 
 
 SKLEARN_TEST_MODULES = [

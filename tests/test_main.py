@@ -35,6 +35,13 @@ def test_no_demo_prints_the_status_only():
     assert "Demo on data" not in out.stdout
 
 
+def test_version():
+    import skgpu
+
+    out = _run("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"skgpu {skgpu.__version__}"
+
+
 def test_unknown_option_is_an_error():
     out = _run("--bogus")
     assert out.returncode == 2 and "unrecognized arguments" in out.stderr

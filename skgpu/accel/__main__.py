@@ -3,6 +3,7 @@ run a script or module unchanged, with skgpu's estimators behind scikit-learn's 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -12,17 +13,38 @@ from . import install
 USAGE = ("usage: python -m skgpu.accel script.py [args ...]\n"
          "       python -m skgpu.accel -m module [args ...]")
 
+HELP = USAGE + """
+
+Run an unchanged scikit-learn script or module with skgpu's estimators behind
+scikit-learn's names: sklearn.decomposition.PCA and TruncatedSVD,
+sklearn.linear_model.Ridge and RidgeCV, sklearn.gaussian_process.GaussianProcessRegressor.
+Everything after the script (or the module's name) is passed to it as its sys.argv.
+
+Where each estimator ran, and why a case went to scikit-learn's implementation, is logged
+at INFO on the "skgpu" logger; configure logging (logging.basicConfig(level="INFO")) to
+see it. In a notebook: %load_ext skgpu.accel. From Python: skgpu.accel.install().
+"""
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        print(HELP if argv else USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
-    install()
     if argv[0] == "-m":
         if len(argv) < 2:
             print(USAGE, file=sys.stderr)
             return 2
+        if importlib.util.find_spec(argv[1].split(".")[0]) is None:
+            print(f"python -m skgpu.accel: No module named {argv[1].split('.')[0]!r}",
+                  file=sys.stderr)
+            return 1
+    elif not os.path.isfile(argv[0]):
+        print(f"python -m skgpu.accel: can't open file {argv[0]!r}: no such file",
+              file=sys.stderr)
+        return 2
+    install()
+    if argv[0] == "-m":
         sys.argv = argv[1:]
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
