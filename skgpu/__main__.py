@@ -86,11 +86,11 @@ def _parser():
 
 def main(argv: list[str] | None = None) -> int:
     from skgpu import show_versions
-    from skgpu._show_versions import versions_info
+    from skgpu._show_versions import status
 
     args = _parser().parse_args(argv)
     if args.json:
-        print(json.dumps(versions_info(), indent=1))
+        print(json.dumps(status(), indent=1))
         return 0
     logging.basicConfig(level=logging.WARNING)
     show_versions()

@@ -41,7 +41,62 @@ def versions_info() -> dict[str, Any]:
             "reason": reason,
             "sparse Cholesky (cuDSS)": "usable" if cudss is None else cudss,
         },
+        "Sparse Cholesky on the CPU": {"solver": _cpu_sparse_solver()[1]},
         "BLAS and OpenMP thread pools (CPU backend)": _thread_pools(),
+    }
+
+
+def _cpu_sparse_solver():
+    """(key, description) of what factors the sparse GP's matrices on the CPU."""
+    from .backends._cpu import _cholmod
+
+    if _cholmod() is not None:
+        return "cholmod", "CHOLMOD (SuiteSparse, through cvxopt)"
+    return "superlu", ("SciPy's SuperLU (install skgpu[sparse] for CHOLMOD, faster and "
+                       "with the exact likelihood gradient)")
+
+
+def _package_version(module_name):
+    """The installed version, or None where the package does not import."""
+    try:
+        return str(getattr(importlib.import_module(module_name), "__version__",
+                           "installed"))
+    except Exception:  # a broken CUDA install raises more than ImportError
+        return None
+
+
+def status() -> dict[str, Any]:
+    """This installation as data, for scripts (``python -m skgpu --json``): stable
+    snake_case keys, typed values (booleans, numbers, lists, None for what is absent)."""
+    from . import __version__
+    from .backends import gpu_status, gpu_unsupported_reason
+
+    usable, reason = gpu_status()
+    cudss = gpu_unsupported_reason(["sparse_spd"]) if usable else reason
+    packages = {name: _package_version(module) for name, module in [
+        ("numpy", "numpy"), ("scipy", "scipy"), ("scikit_learn", "sklearn"),
+        ("cupy", "cupy"), ("nvmath_python", "nvmath"), ("pandas", "pandas"),
+        ("torch", "torch"), ("dask", "dask"), ("cvxopt", "cvxopt")]}
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools = [{"api": info.get("internal_api"),
+                  "library": str(info.get("filepath", "")).rsplit("/", 1)[-1],
+                  "num_threads": info.get("num_threads"),
+                  "threading_layer": info.get("threading_layer")}
+                 for info in threadpool_info()]
+    except Exception:
+        pools = []
+    return {
+        "skgpu_version": __version__,
+        "python": {"version": platform.python_version(), "executable": sys.executable,
+                   "platform": platform.platform()},
+        "packages": packages,
+        "gpu": {"usable": bool(usable), "reason": reason,
+                "sparse_cholesky_usable": bool(usable) and cudss is None,
+                "sparse_cholesky_reason": cudss},
+        "cpu_sparse_solver": _cpu_sparse_solver()[0],
+        "thread_pools": pools,
     }
 
 

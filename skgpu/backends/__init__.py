@@ -86,7 +86,7 @@ def gpu_status() -> tuple[bool, str]:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
-        return False, f"no CUDA device is usable ({_why(exc)})"
+        return False, _driver_explanation(exc) or f"no CUDA device is usable ({_why(exc)})"
     if count < 1:
         return False, "no CUDA device is present"
     try:
@@ -98,6 +98,35 @@ def gpu_status() -> tuple[bool, str]:
     except Exception as exc:
         return False, f"the CUDA libraries did not load ({_why(exc)})"
     return True, f"{name} with CuPy {cupy.__version__} and nvmath-python {nvmath.__version__}"
+
+
+#: The oldest NVIDIA driver branch that runs CUDA 13, the GPU extra's toolkit.
+MIN_DRIVER = "580"
+
+
+def _driver_explanation(exc, load_driver=None):
+    """Plain words for CUDA's "insufficient driver" error, which it gives both where no
+    NVIDIA driver is installed (a machine without a GPU: nothing to upgrade) and where the
+    driver is older than the CUDA runtime; None for other errors."""
+    if "InsufficientDriver" not in str(exc) and "insufficient" not in str(exc).lower():
+        return None
+    import ctypes
+
+    load_driver = ctypes.CDLL if load_driver is None else load_driver
+    try:
+        libcuda = load_driver("libcuda.so.1")
+    except OSError:
+        return ("no NVIDIA driver is installed (libcuda.so.1 is not found): this machine "
+                "has no usable NVIDIA GPU, and skgpu runs on the CPU")
+    version = ctypes.c_int(0)
+    try:
+        libcuda.cuDriverGetVersion(ctypes.byref(version))
+    except Exception:
+        pass
+    supported = (f"supports CUDA up to {version.value // 1000}.{version.value % 1000 // 10}"
+                 if version.value else "is too old")
+    return (f"the NVIDIA driver {supported}; skgpu's GPU extra needs CUDA 13 (driver "
+            f"{MIN_DRIVER} or newer): update the driver, or run on the CPU")
 
 
 @functools.lru_cache(maxsize=None)
