@@ -5,7 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
+#: What ``device`` takes (type checkers refuse other strings, as set_config does).
+Device = Literal["auto", "gpu", "cpu"]
+#: What ``matmul_precision`` takes.
+MatmulPrecision = Literal["highest", "high", "medium"]
 _DEVICES = ("auto", "gpu", "cpu")
 _PRECISIONS = ("highest", "high", "medium")
 
@@ -46,7 +51,8 @@ def _validate(device, matmul_precision):
         )
 
 
-def set_config(device: str | None = None, matmul_precision: str | None = None) -> None:
+def set_config(device: Device | None = None,
+               matmul_precision: MatmulPrecision | None = None) -> None:
     """Set the skgpu configuration for the current thread.
 
     Parameters
@@ -75,8 +81,8 @@ def set_config(device: str | None = None, matmul_precision: str | None = None) -
 
 
 @contextmanager
-def config_context(*, device: str | None = None,
-                   matmul_precision: str | None = None) -> Iterator[None]:
+def config_context(*, device: Device | None = None,
+                   matmul_precision: MatmulPrecision | None = None) -> Iterator[None]:
     """Temporarily change the configuration within a ``with`` block.
 
     Parameters are those of :func:`set_config`; the previous configuration is
@@ -94,7 +100,7 @@ def config_context(*, device: str | None = None,
     try:
         yield
     finally:
-        set_config(**old)
+        set_config(**old)  # type: ignore[arg-type]  # (values set_config checked)
 
 
 class _WithConfig:

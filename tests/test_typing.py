@@ -40,3 +40,45 @@ def test_mypy_is_clean():
     out = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT,
                          capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+USER_SCRIPT = '''
+import numpy as np
+import skgpu
+from skgpu.decomposition import PCA
+from skgpu.linear_model import RidgeCV
+
+X = np.random.default_rng(0).standard_normal((50, 4))
+pca: PCA = PCA(n_components=2).fit(X)
+model: RidgeCV = RidgeCV().fit(X, X[:, 0])
+skgpu.set_config(device="cpu")
+with skgpu.config_context(device="gpu", matmul_precision="high"):
+    pass
+'''
+
+
+def _mypy_on(tmp_path, source):
+    """mypy --strict on a user's script, skgpu found as a typed package (its own code
+    not re-checked, as for an installed package)."""
+    import os
+
+    script = tmp_path / "user_script.py"
+    script.write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+         "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(script)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=280,
+        env={**os.environ, "MYPYPATH": str(ROOT)})
+
+
+def test_a_user_script_type_checks(tmp_path):
+    """``fit`` returns the estimator's own type (not Any), and the configuration's
+    values are checked."""
+    pytest.importorskip("mypy")
+    out = _mypy_on(tmp_path, USER_SCRIPT)
+    assert out.returncode == 0, out.stdout[-3000:]
+    out = _mypy_on(tmp_path, USER_SCRIPT + "\nreveal_type(PCA(2).fit(X))\n"
+                                           "skgpu.set_config(device='cuda')\n")
+    assert out.returncode == 1
+    assert 'Revealed type is "skgpu.decomposition._pca.PCA"' in out.stdout
+    assert "Literal['cuda']" in out.stdout and "set_config" in out.stdout

@@ -309,4 +309,4 @@ class Tapered(Kernel):
         return f"Tapered({self.kernel!r}, taper_range={self.taper_range:.3g})"
 
 
-__all__ = ["Tapered", "Wendland", "check_compact_kernels"]
+__all__ = ["Tapered", "Wendland"]

@@ -6,9 +6,13 @@ import contextlib
 import functools
 import logging
 import sys
+from typing import Any, Callable, TypeVar, cast
 
 
-def atomic_fit(method):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def atomic_fit(method: _F) -> _F:
     """Decorate ``fit``/``fit_transform`` so that an exception restores every attribute.
 
     scikit-learn validates and sets ``n_features_in_`` before solving, so a failure in
@@ -28,7 +32,7 @@ def atomic_fit(method):
             self.__dict__.update(before)
             raise
 
-    return wrapper
+    return cast(_F, wrapper)
 
 
 @contextlib.contextmanager
