@@ -327,24 +327,41 @@ def test_sklearn_compatible(estimator, check, device):
         check(estimator)
 
 
+@pytest.mark.parametrize("path", ["dense", "sparse"])
 @pytest.mark.parametrize("verbose", [0, 1, 2])
-def test_verbose_reports_optimizer_progress(verbose, caplog):
-    """verbose=1: one record per optimizer run and one at the end; 2: every evaluation
-    too; 0: none of them (the records go to the "skgpu" logger at INFO)."""
+def test_verbose_reports_progress(verbose, path, caplog):
+    """From verbose=1: every likelihood evaluation (count, LML, gradient norm, time), one
+    record per optimizer run and one at the end, on the dense and the sparse path; 0: none
+    of them (the records go to the "skgpu" logger at INFO)."""
     import logging
+    import re
+
+    from skgpu.gaussian_process.kernels import Wendland
 
     X = np.linspace(0, 5, 30)[:, None]
     y = np.sin(X).ravel() + 0.1 * np.random.default_rng(0).standard_normal(30)
+    kernel = (k.RBF() + k.WhiteKernel(1e-2) if path == "dense"
+              else k.ConstantKernel(1.0) * Wendland(2.0) + k.WhiteKernel(1e-2))
     with caplog.at_level(logging.INFO, "skgpu"):
-        gpr = GaussianProcessRegressor(k.RBF() + k.WhiteKernel(1e-2), n_restarts_optimizer=2,
-                                       random_state=0, verbose=verbose).fit(X, y)
+        gpr = GaussianProcessRegressor(kernel, n_restarts_optimizer=2, random_state=0,
+                                       verbose=verbose).fit(X, y)
+    assert gpr.cholesky_ == path
     runs = [r for r in caplog.records if "optimizer run" in r.getMessage()]
-    evaluations = [r for r in caplog.records if "evaluation " in r.getMessage()
+    evaluations = [r.getMessage() for r in caplog.records if "evaluation " in r.getMessage()
                    and "optimizer run" not in r.getMessage()]
     done = [r for r in caplog.records if "fit: done" in r.getMessage()]
     assert len(runs) == (3 if verbose else 0)
     assert len(done) == (1 if verbose else 0)
-    assert len(evaluations) == (gpr._n_lml_evaluations if verbose > 1 else 0)
+    assert len(evaluations) == (gpr._n_lml_evaluations if verbose else 0)
+    pattern = re.compile(r"evaluation (\d+), log-marginal-likelihood (\S+), gradient norm "
+                         r"(\S+), (\S+) s$")
+    counts = []
+    for message in evaluations:
+        match = pattern.search(message)
+        assert match, message
+        counts.append(int(match.group(1)))
+        assert np.isfinite(float(match.group(2))) and float(match.group(3)) >= 0
+    assert counts == sorted(counts)
 
 
 def test_verbose_is_visible_without_logging_configured(capfd):

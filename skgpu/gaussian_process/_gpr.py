@@ -309,9 +309,11 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         the dense one otherwise; 'sparse' raises if the kernel is not compactly
         supported.
     verbose : int, default=0
-        Progress of the fit: 1 reports each optimizer run (the initial theta and every
-        restart: its log-marginal-likelihood, evaluations and time) and the end of the
-        fit, 2 also every evaluation. Reported on the ``"skgpu"`` logger at INFO; while
+        Progress of the fit, from 1: every likelihood evaluation (its count, the
+        log-marginal-likelihood, the gradient's norm, the time since the optimizer
+        started), each optimizer run (the initial theta and every restart: its
+        log-marginal-likelihood, evaluations and time) and the end of the fit, on the
+        dense and sparse paths alike. Reported on the ``"skgpu"`` logger at INFO; while
         ``verbose > 0`` and nothing would show INFO records, they are written to
         standard error for the duration of the fit.
 
@@ -569,18 +571,24 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         """scikit-learn's optimizer loop on the objective ``lml``; returns the LML value
         at the optimum and leaves ``kernel`` there."""
         if self.optimizer is not None and kernel.n_dims > 0:
+            began = time.perf_counter()
 
             def obj_func(theta, eval_gradient=True):
                 kernel.theta = theta
+                grad = None
                 if eval_gradient:
                     value, grad = lml(kernel, eval_gradient=True)
                     out = -value, -grad
                 else:
                     value = lml(kernel)
                     out = -value
-                if self.verbose > 1:
-                    logger.info("GaussianProcessRegressor.fit: evaluation %d, "
-                                "log-marginal-likelihood %.8g", lml.n_evaluations, value)
+                if self.verbose > 0:  # a long fit shows that it is moving, and where
+                    logger.info(
+                        "GaussianProcessRegressor.fit: evaluation %d, "
+                        "log-marginal-likelihood %.8g, gradient norm %s, %.2f s",
+                        lml.n_evaluations, value,
+                        "-" if grad is None else f"{float(np.linalg.norm(grad)):.3g}",
+                        time.perf_counter() - began)
                 return out
 
             runs = 1 + self.n_restarts_optimizer
