@@ -375,3 +375,24 @@ def test_property_dask_fit_equals_in_memory(client, case):
     ours = _fit(name, Xd, Yd, wd)
     exact = _fit(name, X.astype(np.float64), Y, w) if X.dtype == np.float32 else None
     _assert_same_fit(ours, ref, 1e-4 if X.dtype == np.float32 else 1e-8, exact)
+
+
+@pytest.mark.parametrize("name", ["pca", "pca-randomized", "ridge", "ridgecv"])
+@pytest.mark.parametrize("case", ["nan-X", "negative-weight", "nan-weight"])
+def test_invalid_persisted_input_errors_as_in_memory(client, name, case):
+    """The same errors where the chunks are persisted (one task per worker and pass:
+    RidgeCV's factorisation then runs on a worker, which finds the bad chunk)."""
+    X, Y = _data(0)
+    Xb, Yb, wb, supervised_only = _invalid_cases(X, Y)[case]
+    if supervised_only and name not in SUPERVISED:
+        pytest.skip("no weights")
+    with pytest.raises(ValueError) as in_memory:
+        _fit(name, Xb, Yb, wb)
+    Xd, Yd = client.persist([da.from_array(Xb, chunks=(40, -1)),
+                             da.from_array(Yb, chunks=(40, -1))])
+    wd = None if wb is None else client.persist(da.from_array(wb, chunks=40))
+    with pytest.raises(ValueError) as ours:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            _fit(name, Xd, Yd, wd)
+    assert str(ours.value) == str(in_memory.value)
