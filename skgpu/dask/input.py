@@ -75,8 +75,10 @@ class DaskInput:
         try:
             yield
         except InvalidChunks:
-            self.raise_invalid()
-            raise
+            try:
+                self.raise_invalid()
+            except ValueError as error:  # (the chunked algorithms' signal is no context)
+                raise error from None
 
     def raise_invalid(self):
         """Find, in one pass, what is wrong with the data, and raise the error an
