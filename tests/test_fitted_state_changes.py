@@ -76,3 +76,26 @@ def test_changes_reach_every_call(device, name, change, factor, seed):
         for method in methods:
             assert_allclose_rel(_call(est, method, Xt, Z),
                                 _call(_fresh(est), method, Xt, Z), 1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("path", ["dense", "sparse"])
+def test_the_fitted_state_is_reused_until_something_changes(device, path):
+    """The state a GP's fit leaves (its factor on the device, or the sparse factor) is
+    the one predict uses: not rebuilt while nothing it copies has changed."""
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+
+    from skgpu.gaussian_process.kernels import Wendland
+
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(size=(60, 2)), rng.standard_normal(60)
+    kernel = (RBF(0.3) if path == "dense" else Wendland(0.5)) + WhiteKernel(0.1)
+    with skgpu.config_context(device=device):
+        gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
+        assert gp.cholesky_ == path
+        state = gp._device_cache["state"][1]
+        gp.predict(X[:5], return_std=True)
+        assert gp._device_cache["state"][1] is state
+        gp.alpha_ = gp.alpha_ * 2.0
+        gp.predict(X[:5])
+        assert gp._device_cache["state"][1] is not state

@@ -511,12 +511,13 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         self.alpha_ = result.alpha.reshape(y_train.shape)
         self._fit_alpha = alpha
         self._n_lml_evaluations = result.n_evaluations
+        self.backend_ = backend.name
+        self.cholesky_ = "sparse" if sparse else "dense"
         self._device_cache = {}
         if self.__dict__.get("L_") is not None:  # replaced, never edited in place
             self.L_.flags.writeable = False
+        # (last: the state is recorded as made from every attribute set above)
         store(self, "state", self._state_sources(), result.device_state)
-        self.backend_ = backend.name
-        self.cholesky_ = "sparse" if sparse else "dense"
         if self.verbose > 0:
             logger.info("GaussianProcessRegressor.fit: done on %s (%s path), %d "
                         "evaluations, %.2f s", backend.name, self.cholesky_,
@@ -699,7 +700,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 
     def _state_sources(self):
         """What the cached fitted state copies: compared on each use (the n × n factor by
-        identity: it is read-only once on the host, see ``_factor_read_only``)."""
+        identity: it is read-only once on the host, so it is replaced, never edited)."""
         d = self.__dict__
         L = "pending" if d.get("_pending_L") else Identity(d.get("L_"))
         return (self.X_train_, self.y_train_, self.alpha_, L, self.kernel_,
