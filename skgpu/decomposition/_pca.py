@@ -20,9 +20,8 @@ from ..backends._common import centre_columns, exact_constant_columns
 from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
-from ..utils._fitting import atomic_fit
+from ..utils._fitting import atomic_fit, fit_context
 from ..utils._sklearn_private import (
-    _fit_context,
     _implicit_column_offset,
     _infer_dimension,
     _init_arpack_v0,
@@ -468,7 +467,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
                                 else np.asarray(noise, dtype=dtype)[()])
         self._device_cache = {}
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit(self, X: MatrixLike, y: object = None) -> PCA:
         """Fit the model with X.
@@ -489,7 +488,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
             self._fit(X, container_of(X))
         return self
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit_transform(self, X: MatrixLike, y: object = None) -> MatrixLike:
         """Fit the model with X and apply the dimensionality reduction on X.

@@ -12,8 +12,7 @@ from ..backends import get_backend, run_with_fallback
 from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
-from ..utils._fitting import atomic_fit
-from ..utils._sklearn_private import _fit_context
+from ..utils._fitting import atomic_fit, fit_context
 from ..utils.validation import (
     checked_product,
     prepare,
@@ -132,14 +131,14 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
     (5, 40)
     """
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit(self, X: MatrixLike, y: object = None) -> TruncatedSVD:
         """Fit the model on X (dense or sparse). Returns self."""
         self.fit_transform(X)
         return self
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit_transform(self, X: MatrixLike, y: object = None) -> MatrixLike:
         """Fit the model and return X reduced, in the container of X.

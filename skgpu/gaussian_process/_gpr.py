@@ -23,9 +23,9 @@ from ..backends._arrays import container_of, convert_output, to_numpy
 from ..backends._common import tril_in_place
 from ..utils._cache import Identity, cached, store
 from ..utils._convert import SklearnConversionMixin
-from ..utils._fitting import atomic_fit, progress_logging
+from ..utils._fitting import atomic_fit, fit_context, progress_logging
 from ..utils._scoring import RegressorScoreMixin
-from ..utils._sklearn_private import StrOptions, _fit_context, _handle_zeros_in_scale
+from ..utils._sklearn_private import StrOptions, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from .kernels import check_compact_kernels
 from ._kernel_eval import _diag_add, evaluate, panels_supported, unsupported_reason
@@ -414,7 +414,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         return validate_data(self, X, y, reset=reset, dtype=("float64", "float32"),
                              multi_output=True, y_numeric=True, reject_strings=True)
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit(self, X: MatrixLike, y: ArrayLike) -> GaussianProcessRegressor:
         """Fit Gaussian process regression model.

@@ -37,11 +37,10 @@ from ..backends._arrays import (
 )
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
-from ..utils._fitting import atomic_fit
+from ..utils._fitting import atomic_fit, fit_context
 from ..utils._scoring import RegressorScoreMixin
 from ..utils._sklearn_private import (
     _check_sample_weight,
-    _fit_context,
     _IdentityRegressor,
     _raise_for_params,
     _routing_enabled,
@@ -607,7 +606,7 @@ default='auto'
             return "cholesky"
         return "svd" if self.solver == "svd" else "cholesky"
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit(self, X: MatrixLike, y: ArrayLike,
             sample_weight: ArrayLike | float | None = None) -> Ridge:
@@ -1193,7 +1192,7 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
                              "number (np.inf gives the intercept-only model).")
         return np.asarray(self.alphas)
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit(self, X: MatrixLike, y: ArrayLike,
             sample_weight: ArrayLike | float | None = None, **params: Any) -> RidgeCV:

@@ -8,8 +8,16 @@ import logging
 import sys
 from typing import Any, Callable, TypeVar, cast
 
+from ._sklearn_private import _fit_context
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def fit_context(*, prefer_skip_nested_validation: bool) -> Callable[[_F], _F]:
+    """scikit-learn's ``_fit_context`` (parameter validation before ``fit``), typed: its
+    module has no annotations, so the decorated methods' own types (``fit`` returning the
+    estimator's class) would be lost to type checkers."""
+    return _fit_context(prefer_skip_nested_validation=prefer_skip_nested_validation)
 
 
 def atomic_fit(method: _F) -> _F:

@@ -9,17 +9,8 @@ Everything else skgpu imports from scikit-learn is public API.
 
 # Parameter validation of ``fit`` exactly as scikit-learn's estimators do it
 # (``_parameter_constraints``, ``prefer_skip_nested_validation``); no public equivalent.
-# Re-typed below: scikit-learn ships no annotations, so the decorated methods' own types
-# (``fit`` returning the estimator's class) would otherwise be lost to type checkers.
-from typing import Any, Callable, TypeVar
-
-from sklearn.base import _fit_context as _sk_fit_context
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _fit_context(*, prefer_skip_nested_validation: bool) -> Callable[[_F], _F]:
-    return _sk_fit_context(prefer_skip_nested_validation=prefer_skip_nested_validation)
+# (Estimators use it re-typed, as ``skgpu.utils._fitting.fit_context``.)
+from sklearn.base import _fit_context
 
 # PCA(n_components='mle'): Minka's dimension estimate, scikit-learn's own implementation
 # (the same answer bit for bit).
