@@ -201,6 +201,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
                 f"algorithm={self.algorithm!r} needs the whole matrix in one memory; with "
                 "dask input use algorithm='randomized'."
             )
+        given = X  # (transformed as given: its names and row chunks)
         inp = prepare_dask_fit(self, X, min_features=2)
         X = inp.X
         if self.n_components > X.shape[1]:
@@ -220,7 +221,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         self.singular_values_ = S.astype(dtype)
         self.backend_ = "dask"
         self._device_cache = {}
-        return self.transform(X)
+        return self.transform(given)
 
     def _components_on(self, ops, transposed):
         C = self.components_.T if transposed else self.components_
