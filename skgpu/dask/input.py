@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends._arrays import is_dask_array, is_dask_collection
+from ..backends._arrays import is_dask_array, is_dask_collection, to_numpy
 from ..utils.validation import _STRINGS_MESSAGE
 from ..utils._sklearn_private import (
     _assert_all_finite,
@@ -117,22 +117,12 @@ def _proxy(nan, inf, negative, dtype):
 def _problems(x, y, w):
     """Which kinds of bad values a chunk holds: NaN/inf in X, in y, in w; negative w."""
     def kinds(a):
-        if a is None or np.asarray(a).dtype.kind != "f":
+        if a is None or a.dtype.kind != "f":
             return False, False
-        a = np.asarray(a)
-        nan = bool(np.isnan(a).any())
-        return nan, bool(np.isinf(a).any())
+        return bool(np.isnan(a).any()), bool(np.isinf(a).any())
 
-    x = _host(x)
-    w = None if w is None else _host(w)
-    return (*kinds(x), *kinds(None if y is None else _host(y)), *kinds(w),
-            w is not None and bool((np.asarray(w) < 0).any()))
-
-
-def _host(a):
-    from ..backends._arrays import to_numpy
-
-    return to_numpy(a)
+    x, y, w = (None if a is None else to_numpy(a) for a in (x, y, w))
+    return (*kinds(x), *kinds(y), *kinds(w), w is not None and bool((w < 0).any()))
 
 
 def _known_rows(a, what):

@@ -416,16 +416,6 @@ def _power_block(ops, block, Q, mean=None):
             ops.to_host(ops.matmul(Y.T, Y)).astype(np.float64))
 
 
-def _range_back_block(ops, block, Q, M, mean=None):
-    """X_iᵀ Y_i and Y_iᵀ Y_i for Y_i = X_i Q M, the chunk's rows of the range's basis:
-    its parts of Xᵀ Y and of Y's Gram matrix (float64)."""
-    X = _chunk(ops, block, mean)
-    Y = ops.matmul(ops.matmul(X, ops.asarray(Q, dtype=X.dtype)),
-                   ops.asarray(M, dtype=X.dtype))
-    return (ops.to_host(ops.matmul(X.T, Y)).astype(np.float64),
-            ops.to_host(ops.matmul(Y.T, Y)).astype(np.float64))
-
-
 def _moments_block(ops, block, V, mean, mean_t):
     """Column sums (mean None) or centred sums of squares of X_i and of X_i V."""
     X = ops.asarray(block, dtype=np.float64)
@@ -506,8 +496,9 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
         return Wt[:keep].T / np.maximum(s[:keep], np.finfo(np.float64).tiny)
 
     def back(Q, M):
-        return runner.sum_pairs(run(_range_back_block, args=(Q, M, mean),
-                                    reduce=runner.sum_pairs))
+        """XᵀY and YᵀY for Y = X (Q M): a power iteration's pass on the basis Q M."""
+        QM = (Q.astype(np.float64) @ M).astype(Q.dtype, copy=False)
+        return runner.sum_pairs(run(_power_block, args=(QM, mean), reduce=runner.sum_pairs))
 
     for _ in range(n_iter):
         Z, G = runner.sum_pairs(run(_power_block, args=(Q, mean), reduce=runner.sum_pairs))
