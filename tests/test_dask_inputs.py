@@ -396,3 +396,29 @@ def test_invalid_persisted_input_errors_as_in_memory(client, name, case):
             warnings.simplefilter("ignore", RuntimeWarning)
             _fit(name, Xd, Yd, wd)
     assert str(ours.value) == str(in_memory.value)
+
+
+@pytest.mark.parametrize("offset", [1e6, 1e9])
+def test_large_offsets_fit_as_in_memory(client, offset):
+    # each chunk's Gram matrix is formed again from shifted data, as in memory
+    X, _ = _data(6, p=4)
+    X = X + offset * np.array([1.0, 3.0, 0.5, 2.0])
+    X[:, 1] = 3e9  # constant beside the offsets
+    ref = PCA(3, svd_solver="covariance_eigh").fit(X)
+    ours = PCA(3, svd_solver="covariance_eigh").fit(da.from_array(X, chunks=(37, -1)))
+    _assert_same_fit(ours, ref, 1e-10)
+    assert ours.mean_[1] == 3e9
+
+
+@pytest.mark.parametrize("name", ["ridge", "ridgecv"])
+@pytest.mark.parametrize("offset", [1e6, 1e9])
+@pytest.mark.parametrize("weights", [False, True])
+def test_large_offsets_ridge_as_in_memory(client, name, offset, weights):
+    X, Y = _data(7, p=4)
+    X = X + offset * np.array([1.0, 3.0, 0.5, 2.0])
+    Y = Y + offset
+    w = np.random.default_rng(7).uniform(0.5, 2.0, X.shape[0]) if weights else None
+    ref = _fit(name, X, Y, w)
+    ours = _fit(name, da.from_array(X, chunks=(37, -1)), da.from_array(Y, chunks=(37, -1)),
+                None if w is None else da.from_array(w, chunks=37))
+    _assert_same_fit(ours, ref, 1e-9)

@@ -1,6 +1,10 @@
 """Pieces shared by both backends."""
 
+import logging
+
 import numpy as np
+
+logger = logging.getLogger("skgpu")
 
 
 def not_positive_definite(what, detail):
@@ -59,7 +63,8 @@ def exact_constant_columns(X, mean, C, n_samples):
     read that rejects almost every column with a real spread), then the survivors over
     all rows, in row blocks. A constant column gets its exact mean and a zero row and
     column in C. A column with a tiny but real spread is left as the formula computed it.
-    ``X`` is NumPy or CuPy (one device synchronisation per step); ``mean`` is on the host.
+    ``X`` is NumPy or CuPy (one device synchronisation per step); ``mean`` is on the host
+    or the device. Returns the indices of the constant columns (a NumPy array).
     """
     diag = C.diagonal()
     d = diag.get() if hasattr(diag, "get") else np.asarray(diag)
@@ -69,7 +74,7 @@ def exact_constant_columns(X, mean, C, n_samples):
     tol = eps * n * max(n, 64) * m**2
     candidates = np.flatnonzero(np.abs(d) <= tol)
     if candidates.size == 0 or X.shape[0] == 0:
-        return
+        return candidates[:0]
     on_device = hasattr(X, "get")
     if on_device:
         import cupy as xp
@@ -83,7 +88,7 @@ def exact_constant_columns(X, mean, C, n_samples):
         same = same.get() if on_device else np.asarray(same)
         candidates, first = candidates[same], first[xp.asarray(same)]
         if candidates.size == 0:
-            return
+            return candidates
     index = xp.asarray(candidates) if hasattr(C, "get") else candidates
     C[index, :] = 0
     C[:, index] = 0
@@ -94,3 +99,69 @@ def exact_constant_columns(X, mean, C, n_samples):
         mean[cupy.asarray(candidates)] = cupy.asarray(first)
     else:
         mean[candidates] = first
+    return candidates
+
+
+#: The one-pass covariance ``XᵀX - n·x̄x̄ᵀ`` loses about ``log10(n·x̄ⱼ² / Cⱼⱼ)`` digits of
+#: column j's entries to cancellation (error ~ eps·n·|x̄ᵢ||x̄ⱼ| in ``Cᵢⱼ``). Above this
+#: ratio (a mean more than four standard deviations from zero) the matrix is formed
+#: again from data shifted by the mean.
+CANCELLATION_RATIO = 16.0
+#: Bytes of the shifted row block formed at a time by :func:`accurate_centred_gram`.
+_SHIFT_BLOCK_BYTES = 1 << 26
+
+
+def accurate_centred_gram(ops, X, mean, C, n_samples):
+    """``(mean, rest, C)`` for X's centred Gram matrix ``C`` computed by the one-pass
+    formula ``XᵀX - n·x̄x̄ᵀ``, made accurate to the rounding of the centred data.
+
+    Exactly constant columns of a dense X are made exact first
+    (:func:`exact_constant_columns`). Where another column's mean is large against its
+    spread (``n·x̄ⱼ² > CANCELLATION_RATIO·Cⱼⱼ``: timestamps, years, coordinates far from
+    the origin), the formula has cancelled away the digits that matter, and ``C`` is
+    formed again, a row block at a time, from ``X - x̄`` (the subtraction is exact where
+    the offset dominates), with the shifted data's own small mean ``δ`` folded in:
+    ``C = (X - x̄)ᵀ(X - x̄) - n·δδᵀ``. The mean is then ``mean + rest`` with ``rest = δ``
+    (float64; None where nothing was formed again): kept apart, the two carry digits
+    that a float64 x̄ of 1e9 cannot. Data without such an offset pays one look at C's
+    diagonal. ``mean`` and ``C`` are on ``ops`` (``C`` not yet divided by
+    ``n - 1``); X is dense or sparse, on the host or on ``ops``. A mean that is not
+    finite (NaN or infinity in X) is returned as it is, for the caller's error.
+    """
+    n = int(n_samples)
+    sparse = hasattr(X, "tocsr")
+    m = np.asarray(ops.to_host(mean), dtype=np.float64)
+    if n == 0 or not np.all(np.isfinite(m)):
+        return mean, None, C
+    constant = None if sparse else exact_constant_columns(X, mean, C, n)
+    d = np.asarray(ops.to_host(C.diagonal()), dtype=np.float64)
+    subtracted = n * m**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(d > 0, subtracted / np.where(d > 0, d, 1.0),
+                         np.where(subtracted > 0, np.inf, 0.0))
+    if constant is not None:
+        ratio[constant] = 0.0
+    if not np.any(ratio > CANCELLATION_RATIO):
+        return mean, None, C
+    logger.info(
+        "centred Gram matrix: a column's mean is %.3g standard deviations from zero; "
+        "forming it again from data shifted by the mean", float(np.sqrt(ratio.max())),
+    )
+    xp, dt = ops.xp, C.dtype
+    p = X.shape[1]
+    if sparse:
+        X = X.tocsr()
+    shift = ops.asarray(mean, dtype=dt)
+    G = xp.zeros((p, p), dtype=dt)
+    sums = xp.zeros(p, dtype=np.float64)
+    rows = int(max(1, _SHIFT_BLOCK_BYTES // max(1, p * np.dtype(dt).itemsize)))
+    for start in range(0, X.shape[0], rows):
+        block = X[start:start + rows]
+        if sparse:
+            block = block.toarray()
+        block = xp.subtract(ops.asarray(block, dtype=dt), shift, dtype=dt)
+        G += ops.matmul(block.T, block)
+        sums += block.sum(axis=0, dtype=np.float64)
+    delta = sums / n
+    G -= (n * xp.outer(delta, delta)).astype(dt)
+    return shift, delta, G

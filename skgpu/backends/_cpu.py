@@ -9,7 +9,7 @@ import scipy.sparse.linalg as spla
 from sklearn.utils.extmath import randomized_svd as _sk_randomized_svd
 
 from ._arrays import to_numpy
-from ._common import not_positive_definite, tril_in_place
+from ._common import accurate_centred_gram, not_positive_definite, tril_in_place
 
 
 #: Above this order, an eigh asked for its top few pairs computes only those (SciPy).
@@ -288,10 +288,21 @@ class CPUBackend:
             G -= X.shape[0] * np.outer(mean, mean)
         return G
 
-    def centred_gram(self, X, return_X=False):
+    def centred_gram(self, X, return_X=False, mean=None, anchored=False):
+        """``(mean, (X - mean)ᵀ(X - mean))``, and X with ``return_X``: the one-pass
+        formula, made exact for constant columns and formed again from shifted data
+        where a column's mean dwarfs its spread (:func:`._common.accurate_centred_gram`).
+        ``mean``, when given, is X's column mean, already computed. ``anchored``: the
+        mean in two parts, ``(anchor, rest, G)`` with the mean ``anchor + rest`` (rest
+        None or float64), for a caller combining the means of several blocks."""
         X = self.asarray(X)
-        mean = self.column_mean(X)
-        return (mean, self.gram(X, mean), X) if return_X else (mean, self.gram(X, mean))
+        mean = self.column_mean(X) if mean is None else mean
+        mean, rest, G = accurate_centred_gram(self, X, mean, self.gram(X, mean), X.shape[0])
+        if anchored:
+            return (mean, rest, G, X) if return_X else (mean, rest, G)
+        if rest is not None:
+            mean = (mean.astype(np.float64) + rest).astype(G.dtype)
+        return (mean, G, X) if return_X else (mean, G)
 
     def matmul(self, a, b, bias=None):
         out = a @ b

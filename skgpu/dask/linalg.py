@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.linalg as sla
@@ -32,16 +33,38 @@ def _centred(ops, block, mean, w, dtype):
     return X
 
 
-def _chunk_stats(ops, block, y, w, factor, dtype):
-    """One pass over a chunk, centred by its own (weighted) means, in ``dtype``.
+class Stats(NamedTuple):
+    """A chunk's statistics, or the fold of several.
 
-    Returns a part ``(ops, n_i, S_i = Σw, m_i, e_i, F_i, C_i)`` on the chunk's backend:
-    the means of X and y, the chunk's centred Gram XcᵀWXc (``factor='gram'``) or the R of
-    W^½Xc (``factor='r'``), and XcᵀWyc when y is given. Chunks combine exactly through
-    their means (the parallel-variance identity, :func:`_fold`), so no pass for the
-    global means comes first. A NaN or infinity anywhere in the chunk (even at zero
-    weight) reaches its means; with ``factor='r'`` or on the CPU they are checked before
-    the factorisation sees the data (F_i is then None), otherwise on the client, once.
+    ``n`` rows of total weight ``weight`` (Σw); X's column means ``anchor + mean`` and
+    y's ``y_anchor + y_mean`` (an anchor carries a large offset, the small remainder its
+    digits: a float64 mean of 1e9 holds only ~1e-7 of the spread; a None anchor is
+    zero); ``factor``, the centred weighted Gram XcᵀWXc or an R with RᵀR equal to it;
+    ``cross``, XcᵀWyc (None without y). ``mean`` None: a weight was negative or NaN;
+    ``factor`` None: the data is not finite. ``ops``: the backend the arrays are on (None
+    in results sent back to the client).
+    """
+
+    ops: Any
+    n: int
+    weight: float
+    mean: Any
+    y_mean: Any
+    factor: Any
+    cross: Any
+    anchor: Any = None
+    y_anchor: Any = None
+
+
+def _chunk_stats(ops, block, y, w, factor, dtype):
+    """One pass over a chunk, centred by its own (weighted) means, in ``dtype``: its
+    :class:`Stats`, on the chunk's backend. Chunks combine exactly through their means
+    (the parallel-variance identity, :func:`_fold`), so no pass for the global means
+    comes first. The means are anchored (the first estimate, and the centred data's own
+    small mean beside it), so large offsets combine to the digits an in-memory fit
+    keeps. A NaN or infinity anywhere in the chunk (even at zero weight) reaches its
+    means; with ``factor='r'`` or on the CPU they are checked before the factorisation
+    sees the data (``factor`` is then None), otherwise on the client, once.
     """
     xp = ops.xp
     X = ops.asarray(block, dtype=dtype)
@@ -49,12 +72,13 @@ def _chunk_stats(ops, block, y, w, factor, dtype):
     Y = None if y is None else ops.asarray(y, dtype=dtype).reshape(n_i, -1)
     if w is None:
         s_i = float(n_i)
+        scale = None
         m_i = ops.column_mean(X)
         e_i = None if Y is None else ops.column_mean(Y)
     else:
         wv = ops.asarray(w, dtype=dtype)
         if n_i and not float(wv.min()) >= 0:  # negative (or NaN): the client says which
-            return ops, n_i, float(n_i), None, None, None, None
+            return Stats(ops, n_i, float(n_i), None, None, None, None)
         s_i = wv.sum(dtype=np.float64)
         # in float64: all-zero weights give zero means, not 0/0
         scale = (wv / xp.maximum(s_i, np.finfo(np.float64).tiny)).astype(dtype)
@@ -63,24 +87,39 @@ def _chunk_stats(ops, block, y, w, factor, dtype):
     if factor == "r" or not ops.is_gpu:  # (NumPy would warn on the arithmetic)
         means = m_i if e_i is None else xp.concatenate([m_i, e_i])
         if not np.all(np.isfinite(ops.to_host(means))):
-            return ops, n_i, s_i, m_i, e_i, None, None
+            return Stats(ops, n_i, s_i, m_i, e_i, None, None)
     if factor == "gram" and Y is None and w is None:
-        # PCA: the chunk's Gram matrix with its mean folded in, no centred copy (as
-        # ``centred_gram`` in memory computes it)
-        return ops, n_i, s_i, m_i, e_i, ops.gram(X, m_i), None
-    # a new array (the block may be the caller's own, in-process), written in one pass
+        # PCA: the chunk's Gram matrix with its mean folded in, no centred copy, as in
+        # memory (constant columns exact; large offsets formed again from shifted data)
+        anchor, rest, G = ops.centred_gram(X, mean=m_i, anchored=True)
+        if rest is None:
+            return Stats(ops, n_i, s_i, anchor, None, G, None)
+        return Stats(ops, n_i, s_i, rest, None, G, None, anchor)
+    # a new array (the block may be the caller's own, in-process), written in one pass;
+    # its own small mean δ (rounding of m_i: large where the offset is) is removed too
     X = xp.subtract(ops.asarray(block), m_i, dtype=dtype)
+    delta = _mean_of(ops, X, scale)
+    X -= delta
     root_w = None if w is None else xp.sqrt(wv)[:, None]
     if root_w is not None:
         X *= root_w
     F = ops.qr_r(X) if factor == "r" else ops.matmul(X.T, X)
-    C = None
+    C = y_delta = None
     if Y is not None:
         Yc = Y - e_i
+        y_delta = _mean_of(ops, Yc, scale)
+        Yc -= y_delta
         if root_w is not None:
             Yc *= root_w
         C = ops.matmul(X.T, Yc)
-    return ops, n_i, s_i, m_i, e_i, F, C
+    return Stats(ops, n_i, s_i, delta, y_delta, F, C, m_i, e_i)
+
+
+def _mean_of(ops, X, scale):
+    """The (weighted) column mean of X; zero for an empty X."""
+    if X.shape[0] == 0:
+        return ops.xp.zeros(X.shape[1], dtype=X.dtype)
+    return ops.column_mean(X) if scale is None else scale @ X
 
 
 def _stacked(ops, values):
@@ -92,47 +131,63 @@ def _stacked(ops, values):
 
 
 def _fold(parts, factor, centre=True):
-    """Parts (from :func:`_chunk_stats` or earlier folds, all on one backend) into one,
-    centred at their joint weighted means (``centre=False``: at zero, for a fit without
-    intercept). With d_i = m_i − m and f_i = e_i − e:
+    """:class:`Stats` (from :func:`_chunk_stats` or earlier folds, all on one backend)
+    into one, centred at their joint weighted means (``centre=False``: at zero, for a fit
+    without intercept). With d_i = m_i − m and f_i = e_i − e:
     XcᵀWXc = Σ_i [G_i + S_i d_i d_iᵀ] (for R: the QR of the stacked R_i and √S_i d_iᵀ)
-    and XcᵀWyc = Σ_i [C_i + S_i d_i f_iᵀ]. float64 throughout, with the parts stacked:
-    a few operations however many parts there are.
+    and XcᵀWyc = Σ_i [C_i + S_i d_i f_iᵀ]. The means are taken about the first part's
+    anchor (the anchors' differences are exact where they are large). float64
+    throughout, with the parts stacked: a few operations however many parts there are.
     """
-    ops = parts[0][0]
+    ops = parts[0].ops
     xp = ops.xp
-    n = sum(p[1] for p in parts)
-    if any(p[3] is None for p in parts):  # a chunk's weights were refused
-        return ops, n, float(n), None, None, None, None
-    S = _stacked(ops, [p[2] for p in parts])
-    M = _stacked(ops, [p[3] for p in parts])
-    has_y = parts[0][4] is not None
-    E = _stacked(ops, [p[4] for p in parts]) if has_y else None
+    n = sum(p.n for p in parts)
+    if any(p.mean is None for p in parts):  # a chunk's weights were refused
+        return Stats(ops, n, float(n), None, None, None, None)
+    S = _stacked(ops, [p.weight for p in parts])
+    M, anchor = _about_first_anchor(ops, [p.mean for p in parts], [p.anchor for p in parts])
+    has_y = parts[0].y_mean is not None
+    E, y_anchor = _about_first_anchor(
+        ops, [p.y_mean for p in parts], [p.y_anchor for p in parts]) if has_y else (None, None)
     S_sum = S.sum()
     if centre:
         safe = xp.maximum(S_sum, np.finfo(np.float64).tiny)
         mean = (S @ M) / safe
         y_mean = (S @ E) / safe if has_y else None
-    else:
+    else:  # centred at zero: the anchors join the means
+        M = M if anchor is None else M + anchor
+        E = E if y_anchor is None else E + y_anchor
+        anchor = y_anchor = None
         mean = xp.zeros(M.shape[1])
         y_mean = xp.zeros(E.shape[1]) if has_y else None
-    if any(p[5] is None for p in parts):  # a chunk was not finite, or had a bad weight
-        return ops, n, S_sum, None, None, None, None
+    if any(p.factor is None for p in parts):  # a chunk was not finite, or had a bad weight
+        return Stats(ops, n, S_sum, None, None, None, None)
     D = M - mean
     SD = D * S[:, None]
     if factor == "r":
-        rows = [ops.asarray(p[5], dtype=np.float64) for p in parts]
+        rows = [ops.asarray(p.factor, dtype=np.float64) for p in parts]
         F = ops.qr_r(xp.concatenate(rows + [D * xp.sqrt(S)[:, None]]))
     else:
-        F = _stacked(ops, [p[5] for p in parts]).sum(axis=0) + SD.T @ D
+        F = _stacked(ops, [p.factor for p in parts]).sum(axis=0) + SD.T @ D
     C = None
     if has_y:
-        C = _stacked(ops, [p[6] for p in parts]).sum(axis=0) + SD.T @ (E - y_mean)
-    return ops, n, S_sum, mean, y_mean, F, C
+        C = _stacked(ops, [p.cross for p in parts]).sum(axis=0) + SD.T @ (E - y_mean)
+    return Stats(ops, n, S_sum, mean, y_mean, F, C, anchor, y_anchor)
+
+
+def _about_first_anchor(ops, means, anchors):
+    """The parts' means (stacked, float64) about the first part's anchor, and that
+    anchor (None if no part has one)."""
+    M = _stacked(ops, means)
+    if all(a is None for a in anchors):
+        return M, None
+    zero = ops.xp.zeros(M.shape[1])
+    A = _stacked(ops, [zero if a is None else a for a in anchors])
+    return M + (A - A[0]), A[0]
 
 
 def _fold_without_ops(parts, factor):
-    return _fold(parts, factor)[1:]
+    return _fold(parts, factor)._replace(ops=None)
 
 
 def _fold_chunks(factor):
@@ -199,16 +254,23 @@ def _finish_stats(parts, kind, fit_intercept):
     from ..backends import get_backend
 
     cpu = get_backend("cpu")
-    parts = [(cpu,) + tuple(p) for p in parts]
+    parts = [p._replace(ops=cpu) for p in parts]
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input: raised below
-        _, n, w_sum, mean, y_mean, F, C = _fold(parts, kind, centre=fit_intercept)
+        whole = _fold(parts, kind, centre=fit_intercept)
         # the data's own means (zero is used without an intercept) must be finite
-        _, _, _, m_all, e_all, _, _ = _fold(parts, kind) if not fit_intercept else (
-            None, None, None, mean, y_mean, None, None)
-    if F is None or not np.all(np.isfinite(m_all)) or (
+        data = whole if fit_intercept else _fold(parts, kind)
+        mean, y_mean = _anchored(whole.mean, whole.anchor), _anchored(whole.y_mean,
+                                                                      whole.y_anchor)
+        m_all, e_all = _anchored(data.mean, data.anchor), _anchored(data.y_mean,
+                                                                    data.y_anchor)
+    if whole.factor is None or m_all is None or not np.all(np.isfinite(m_all)) or (
             e_all is not None and not np.all(np.isfinite(e_all))):
         raise InvalidChunks()
-    return n, float(w_sum), mean, y_mean, F, C
+    return whole.n, float(whole.weight), mean, y_mean, whole.factor, whole.cross
+
+
+def _anchored(mean, anchor):
+    return mean if anchor is None or mean is None else anchor + mean
 
 
 def pca_covariance(X):

@@ -54,6 +54,8 @@ def finite(ops, a):
 
 def host(tree):
     """Device arrays in a (nested) result to NumPy, 0-d ones to Python floats."""
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a named tuple
+        return type(tree)(*(host(t) for t in tree))
     if isinstance(tree, (tuple, list)):
         return type(tree)(host(t) for t in tree)
     if tree is None or isinstance(tree, (int, float, np.ndarray, np.generic)):

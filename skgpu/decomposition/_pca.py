@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._config import get_config
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback, select_backend
-from ..backends._common import centre_columns, exact_constant_columns
+from ..backends._common import centre_columns
 from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
@@ -72,7 +72,8 @@ def _flip_signs(ops, U, Vt):
 
 def _fit_covariance_eigh(ops, inp, estimator, keep=False):
     """Eigendecomposition of the covariance (the backend's ``centred_gram``: the mean
-    folded into the Gram matrix, and a NumPy X streamed to the GPU in chunks).
+    folded into the Gram matrix, formed again from shifted data where an offset would
+    cancel its digits, and a NumPy X streamed to the GPU in chunks).
 
     An input validated without its NaN/infinity check (``inp.finite`` False) is checked
     here, on the mean: a NaN or infinity anywhere in X reaches it, and scikit-learn's
@@ -90,8 +91,6 @@ def _fit_covariance_eigh(ops, inp, estimator, keep=False):
     mean = ops.to_host(mean)
     if not inp.finite and not np.all(np.isfinite(mean)):
         assert_all_finite(X, estimator)
-    if not inp.sparse:
-        exact_constant_columns(X, mean, C, n_samples)
     C /= n_samples - 1
     moved = inp.on_backend(ops, on_backend[0]) if keep else None
     return _from_covariance(ops, C, mean, n_samples), moved

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._arrays import is_cupy_sparse, is_sparse, to_cupy
-from .._common import not_positive_definite
+from .._common import accurate_centred_gram, not_positive_definite
 from . import cublas, cublaslt, cusolver, cusparse, staging, tsqr
 from .cudss import GPUSparseSPDFactor
 from .kernels import sq_dist_kernel
@@ -84,15 +84,27 @@ class GPUBackend:
             G -= X.shape[0] * cp.outer(mean, mean)
         return G
 
-    def centred_gram(self, X, return_X=False):
+    def centred_gram(self, X, return_X=False, mean=None, anchored=False):
         """``(mean, (X - mean)ᵀ(X - mean))``, and X on the device with ``return_X``. A
         NumPy X of ``staging.STREAM_MIN_BYTES`` or more is streamed to the GPU in chunks
-        (:func:`.staging.streamed_centred_gram`), not copied whole first."""
-        if isinstance(X, np.ndarray) and X.ndim == 2 and X.nbytes >= staging.STREAM_MIN_BYTES:
-            return staging.streamed_centred_gram(self, X, keep=return_X)
-        X = self.asarray(X)
-        mean = self.column_mean(X)
-        return (mean, self.gram(X, mean), X) if return_X else (mean, self.gram(X, mean))
+        (:func:`.staging.streamed_centred_gram`), not copied whole first. Constant columns
+        and large offsets as on the CPU (:func:`.._common.accurate_centred_gram`).
+        ``mean``, when given, is X's column mean, already computed; ``anchored`` as on
+        the CPU."""
+        if (mean is None and isinstance(X, np.ndarray) and X.ndim == 2
+                and X.nbytes >= staging.STREAM_MIN_BYTES):
+            mean, G, *kept = staging.streamed_centred_gram(self, X, keep=return_X)
+        else:
+            X = self.asarray(X)
+            mean = self.column_mean(X) if mean is None else mean
+            G, kept = self.gram(X, mean), [X] if return_X else []
+        mean, rest, G = accurate_centred_gram(self, kept[0] if kept else X, mean, G,
+                                              X.shape[0])
+        if anchored:
+            return (mean, rest, G, *kept)
+        if rest is not None:
+            mean = (mean.astype(cp.float64) + rest).astype(G.dtype)
+        return (mean, G, *kept)
 
     def matmul(self, a, b, bias=None):
         if is_sparse(a):

@@ -1,0 +1,97 @@
+"""PCA on data far from the origin: the covariance route against rational arithmetic.
+
+The one-pass covariance ``XᵀX - n·x̄x̄ᵀ`` cancels the digits of the spread when the mean
+dwarfs it; skgpu forms it again from shifted data there. The reference is the covariance
+of the very same floating-point numbers, computed exactly with fractions.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import skgpu
+from skgpu.decomposition import PCA
+
+from .conftest import DEVICES
+
+OFFSETS = [0.0, 1e3, 1e6, 1e9, 1e12]
+
+
+def _exact_covariance(X):
+    """The sample covariance of the float values in X, exact, rounded once at the end."""
+    rows = [[Fraction(float(v)) for v in row] for row in X]
+    n, p = len(rows), len(rows[0])
+    mean = [sum(r[j] for r in rows) / n for j in range(p)]
+    C = np.empty((p, p))
+    for a in range(p):
+        for b in range(a, p):
+            s = sum((r[a] - mean[a]) * (r[b] - mean[b]) for r in rows)
+            C[a, b] = C[b, a] = float(s / (n - 1))
+    return C, np.array([float(m) for m in mean])
+
+
+def _data(seed, offset, dtype, n=120, p=4):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, p) @ rng.randn(p, p) + offset * rng.uniform(0.5, 2.0, p)
+    return X.astype(dtype)
+
+
+def _compare(pca, X, rtol):
+    C, mean = _exact_covariance(X)
+    w, V = np.linalg.eigh(C)
+    w, V = w[::-1], V[:, ::-1].T
+    scale = w[0]
+    np.testing.assert_allclose(pca.explained_variance_, w, rtol=0, atol=rtol * scale)
+    signs = np.sign(np.sum(pca.components_ * V, axis=1))
+    gaps = np.abs(np.diff(w))
+    # a component is determined to rounding / its eigenvalue gap
+    tol = rtol * scale / np.minimum(np.r_[gaps, np.inf], np.r_[np.inf, gaps])
+    err = np.max(np.abs(pca.components_ * signs[:, None] - V), axis=1)
+    assert np.all(err <= tol), (err, tol)
+    np.testing.assert_allclose(pca.mean_, mean, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("offset", OFFSETS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_covariance_route_is_exact_at_any_offset(device, offset, seed):
+    X = _data(seed, offset, np.float64)
+    with skgpu.config_context(device=device):
+        pca = PCA(svd_solver="covariance_eigh").fit(X)
+    _compare(pca, X, rtol=1e-13)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("offset", [0.0, 1e3, 1e5])
+def test_covariance_route_float32(device, offset):
+    # float32 holds a spread of ~1 beside an offset of 1e5 to ~4e-3: the reference is the
+    # covariance of the stored float32 values, and the fit keeps float32's rounding
+    X = _data(3, offset, np.float32)
+    with skgpu.config_context(device=device):
+        pca = PCA(svd_solver="covariance_eigh").fit(X)
+    _compare(pca, X.astype(np.float64), rtol=2e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("offset", [1e6, 1e9])
+def test_sparse_and_tall_defaults_are_exact_too(device, offset):
+    X = _data(4, offset, np.float64, n=200, p=5)
+    X[:, 2] = 7e8  # a constant column beside the offset ones: exactly zero variance
+    with skgpu.config_context(device=device):
+        dense = PCA().fit(X)  # 'auto' takes the covariance route for tall data
+        sparse = PCA(svd_solver="covariance_eigh").fit(sp.csr_matrix(X))
+    for pca in (dense, sparse):
+        _compare(pca, X, rtol=1e-13)
+    assert dense.mean_[2] == 7e8
+
+
+def test_the_refit_is_logged_only_when_needed(caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, "skgpu"):
+        PCA(svd_solver="covariance_eigh").fit(_data(5, 0.0, np.float64))
+        assert "shifted by the mean" not in caplog.text
+        PCA(svd_solver="covariance_eigh").fit(_data(5, 1e6, np.float64))
+        assert "shifted by the mean" in caplog.text
