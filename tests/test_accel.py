@@ -219,3 +219,38 @@ def test_sklearns_own_tests_pass_under_the_accelerator(module, tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert re.search(r"\d+ passed", summary), summary
     assert not re.search(r"\d+ (failed|errors?)\b", summary), summary
+
+
+_MAIN = textwrap.dedent("""
+    import joblib
+    import sklearn.decomposition
+    from . import helper
+
+    if __name__ == "__main__":
+        kinds = joblib.Parallel(n_jobs=2, backend="loky")(
+            joblib.delayed(helper.kind)() for _ in range(4))
+        print(helper.kind(), sorted(set(kinds)))
+""")
+
+
+def test_loky_workers_of_an_accelerated_module_get_skgpu_classes(tmp_path):
+    """A helper module imported in a joblib (loky) worker binds skgpu's PCA, as the main
+    process does; a user's own sitecustomize still runs; a plain run is untouched."""
+    pkg = tmp_path / "userpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text(
+        "from sklearn.decomposition import PCA\n\n\ndef kind():\n"
+        "    import sitecustomize_of_the_user as s\n"
+        "    return PCA.__module__ + ('+user' if s.ran else '')\n")
+    (pkg / "main.py").write_text(_MAIN)
+    user_site = tmp_path / "user_site"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text(
+        "import sys, types\n"
+        "sys.modules['sitecustomize_of_the_user'] = types.SimpleNamespace(ran=True)\n")
+    path = os.pathsep.join([str(tmp_path), str(user_site)])
+    accelerated = _run(["-m", "skgpu.accel", "-m", "userpkg.main"], tmp_path, extra_path=path)
+    assert accelerated == ["skgpu.decomposition._pca+user ['skgpu.decomposition._pca+user']"]
+    plain = _run(["-m", "userpkg.main"], tmp_path, extra_path=path)
+    assert plain == ["sklearn.decomposition._pca+user ['sklearn.decomposition._pca+user']"]

@@ -20,10 +20,28 @@ scikit-learn's names: sklearn.decomposition.PCA and TruncatedSVD,
 sklearn.linear_model.Ridge and RidgeCV, sklearn.gaussian_process.GaussianProcessRegressor.
 Everything after the script (or the module's name) is passed to it as its sys.argv.
 
+Python processes started from the script (joblib's loky workers, multiprocessing,
+subprocesses) run with the accelerator too: it sets SKGPU_ACCEL=1 and puts a start-up
+hook first on PYTHONPATH, which they inherit.
+
 Where each estimator ran, and why a case went to scikit-learn's implementation, is logged
 at INFO on the "skgpu" logger; configure logging (logging.basicConfig(level="INFO")) to
 see it. In a notebook: %load_ext skgpu.accel. From Python: skgpu.accel.install().
 """
+
+
+#: The folder whose ``sitecustomize`` installs the accelerator in child processes.
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+
+
+def _reach_child_processes() -> None:
+    """Python processes started from here (joblib's loky workers, multiprocessing,
+    subprocesses) install the accelerator at their start (``_site/sitecustomize.py``):
+    a helper module a worker imports gets skgpu's classes too."""
+    os.environ["SKGPU_ACCEL"] = "1"
+    path = os.environ.get("PYTHONPATH", "")
+    if SITE_DIR not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join([SITE_DIR] + ([path] if path else []))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     install()
+    _reach_child_processes()
     if argv[0] == "-m":
         sys.argv = argv[1:]
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
