@@ -373,7 +373,8 @@ def test_huge_coordinates_take_the_dense_path_with_the_same_answer(rng, caplog):
     (logged), 'sparse' refuses, and the answer is the unscaled problem's."""
     X = rng.uniform(size=(60, 2))
     y = np.sin(4 * X[:, 0])
-    ref = GaussianProcessRegressor(Wendland(0.5), optimizer=None, alpha=1e-6).fit(X, y)
+    ref = GaussianProcessRegressor(Wendland(0.5), optimizer=None, alpha=1e-6,
+                                   cholesky="sparse").fit(X, y)
     assert ref.cholesky_ == "sparse"
     with caplog.at_level(logging.INFO, "skgpu"):
         big = GaussianProcessRegressor(Wendland(0.5e300), optimizer=None, alpha=1e-6).fit(

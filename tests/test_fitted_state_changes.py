@@ -91,7 +91,7 @@ def test_the_fitted_state_is_reused_until_something_changes(device, path):
     X, y = rng.uniform(size=(60, 2)), rng.standard_normal(60)
     kernel = (RBF(0.3) if path == "dense" else Wendland(0.5)) + WhiteKernel(0.1)
     with skgpu.config_context(device=device):
-        gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
+        gp = GaussianProcessRegressor(kernel, optimizer=None, cholesky=path).fit(X, y)
         assert gp.cholesky_ == path
         state = gp._device_cache["state"][1]
         gp.predict(X[:5], return_std=True)

@@ -344,7 +344,7 @@ def test_verbose_reports_progress(verbose, path, caplog):
               else k.ConstantKernel(1.0) * Wendland(2.0) + k.WhiteKernel(1e-2))
     with caplog.at_level(logging.INFO, "skgpu"):
         gpr = GaussianProcessRegressor(kernel, n_restarts_optimizer=2, random_state=0,
-                                       verbose=verbose).fit(X, y)
+                                       verbose=verbose, cholesky=path).fit(X, y)
     assert gpr.cholesky_ == path
     runs = [r for r in caplog.records if "optimizer run" in r.getMessage()]
     evaluations = [r.getMessage() for r in caplog.records if "evaluation " in r.getMessage()

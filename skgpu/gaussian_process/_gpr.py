@@ -29,9 +29,16 @@ from ..utils._sklearn_private import StrOptions, _handle_zeros_in_scale
 from ..utils.validation import validate_data
 from .kernels import check_compact_kernels
 from ._kernel_eval import _diag_add, evaluate, panels_supported, unsupported_reason
-from ._memory import check_gpu_memory, check_host_memory
+from ._memory import (
+    check_gpu_memory,
+    check_host_memory,
+    gpu_free_bytes,
+    host_available_bytes,
+)
 from ._sparse import (
     SparseLogMarginalLikelihood,
+    dense_density_threshold,
+    pattern_density,
     sparse_predict,
     sparse_unsupported_reason,
     support_radius,
@@ -305,9 +312,13 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     random_state : int, RandomState instance or None, default=None
         Draws of the restarts and of ``sample_y``.
     cholesky : {'auto', 'dense', 'sparse'}, default='auto'
-        'auto' takes the sparse path for compactly supported kernels (see below) and
-        the dense one otherwise; 'sparse' raises if the kernel is not compactly
-        supported.
+        'auto' takes the sparse path for compactly supported kernels (see below)
+        unless their covariance matrix is dense enough for the dense factorisation to
+        be faster (more than ``min(0.25, c/√n)`` of its entries non-zero at the initial
+        hyperparameters, c = 7 for one or two features and 4 for more, the density
+        estimated from a sample of pairs; the choice is logged with the density), and
+        the dense one otherwise; 'sparse' raises if the kernel is not
+        compactly supported.
     verbose : int, default=0
         Progress of the fit, from 1: every likelihood evaluation (its count, the
         log-marginal-likelihood, the gradient's norm, the time since the optimizer
@@ -566,7 +577,33 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             raise ValueError(f"cholesky='sparse' is not possible: {why}.")
         if why is not None and kernel_fits:
             logger.info("GaussianProcessRegressor.fit: dense path: %s", why)
-        return why is None
+        if why is not None or self.cholesky == "sparse":
+            return why is None
+        return self._sparse_by_density(kernel, X)
+
+    @staticmethod
+    def _sparse_by_density(kernel, X):
+        """``cholesky='auto'`` with a compactly supported kernel: the sparse path unless
+        K's pattern (at the initial hyperparameters) is dense enough for the dense
+        factorisation to be faster and the dense matrix fits in memory; logged."""
+        n = X.shape[0]
+        density = pattern_density(X, support_radius(kernel))
+        limit = dense_density_threshold(n, X.shape[1])
+        if density <= limit:
+            logger.info("GaussianProcessRegressor.fit: sparse path: K is %.3g%% non-zero "
+                        "(the dense path above %.3g%%)", 100 * density, 100 * limit)
+            return True
+        needed = 3 * 8 * n * n  # K, its factor and a work matrix, in float64
+        room = max(host_available_bytes() or 0, gpu_free_bytes() or 0)
+        if needed > room:
+            logger.info("GaussianProcessRegressor.fit: sparse path: K is %.3g%% non-zero, "
+                        "but a dense K (%.3g GB) does not fit in memory",
+                        100 * density, needed / 1e9)
+            return True
+        logger.info("GaussianProcessRegressor.fit: dense path: K is %.3g%% non-zero "
+                    "(the sparse factorisation is slower above %.3g%%; cholesky='sparse' "
+                    "forces it)", 100 * density, 100 * limit)
+        return False
 
     def _optimize(self, lml, kernel, rng):
         """scikit-learn's optimizer loop on the objective ``lml``; returns the LML value

@@ -196,6 +196,42 @@ def pair_values(kernel, pairs, eval_gradient=False):
     raise ValueError(f"{t.__name__} is not supported on the sparse path")
 
 
+#: ``cholesky='auto'`` takes the dense path where K's pattern is denser than
+#: ``min(DENSE_MAX_DENSITY, c / √n)`` (its non-zero fraction), c = DENSE_DENSITY_SCALE[0]
+#: for points in one or two dimensions and [1] in more: the sparse factor's fill grows
+#: with the neighbour count, faster in more dimensions, while the dense factor's cost
+#: does not. On the CPU the sparse fit was the faster one below a density of ~0.13 at
+#: n = 3,000 and ~0.08 at n = 8,000 in two dimensions, ~0.075 at n = 3,000 in three
+#: (``benchmarks/results/gp_density_cpu_2core.json``).
+DENSE_DENSITY_SCALE = (7.0, 4.0)
+DENSE_MAX_DENSITY = 0.25
+#: Rows compared with a sample of the points to estimate the density.
+_DENSITY_ROWS = 1_000
+_DENSITY_COLUMNS = 4_000
+
+
+def dense_density_threshold(n, n_features):
+    """The density above which ``cholesky='auto'`` takes the dense path."""
+    scale = DENSE_DENSITY_SCALE[0 if n_features <= 2 else 1]
+    return min(DENSE_MAX_DENSITY, scale / np.sqrt(max(n, 1)))
+
+
+def pattern_density(X, radius):
+    """The fraction of pairs of X's rows within ``radius`` (K's non-zero fraction): exact
+    for a small X, otherwise estimated from up to 1,000 × 4,000 pairs of rows drawn
+    without replacement (a fixed draw: the estimate is the same on every call)."""
+    from scipy.spatial import cKDTree
+
+    n = X.shape[0]
+    if n == 0:
+        return 0.0
+    draw = np.random.RandomState(0)
+    rows = X if n <= _DENSITY_ROWS else X[draw.choice(n, _DENSITY_ROWS, replace=False)]
+    cols = X if n <= _DENSITY_COLUMNS else X[draw.choice(n, _DENSITY_COLUMNS, replace=False)]
+    counts = cKDTree(cols).query_ball_point(rows, radius, return_length=True)
+    return float(np.sum(counts)) / (rows.shape[0] * cols.shape[0])
+
+
 def neighbour_pairs(X, Y, radius):
     """(rows, cols) of all pairs with ‖X[i] - Y[j]‖ <= radius (Y None: X with itself,
     both orders and the diagonal), by scipy's k-d tree on the host."""
