@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import skgpu
 from skgpu.backends import _threads
@@ -22,13 +22,17 @@ def _blas_threads():
 @pytest.fixture
 def pools():
     """The BLAS pools' sizes before the test (the test needs more than one thread, and
-    the main thread: pytest-xdist runs tests there too)."""
-    before = _blas_threads()
-    if not before or max(before) < 2:
-        pytest.skip("BLAS has one thread here: nothing to limit")
-    assert threading.current_thread() is threading.main_thread()
-    yield before
-    assert _blas_threads() == before  # always given back
+    the main thread: pytest-xdist runs tests there too). Every core for the test's
+    duration: the suite's conftest shares the cores between xdist's workers."""
+    import os
+
+    with threadpool_limits(os.cpu_count() or 1, user_api="blas"):
+        before = _blas_threads()
+        if not before or max(before) < 2:
+            pytest.skip("BLAS has one thread here: nothing to limit")
+        assert threading.current_thread() is threading.main_thread()
+        yield before
+        assert _blas_threads() == before  # always given back
 
 
 def test_small_work_runs_on_one_thread(pools):

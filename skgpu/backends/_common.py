@@ -105,34 +105,47 @@ def exact_constant_columns(X, mean, C, n_samples):
 #: The one-pass covariance ``XᵀX - n·x̄x̄ᵀ`` loses about ``log10(n·x̄ⱼ² / Cⱼⱼ)`` digits of
 #: column j's entries to cancellation (error ~ eps·n·|x̄ᵢ||x̄ⱼ| in ``Cᵢⱼ``). Above this
 #: ratio (a mean more than four standard deviations from zero) the matrix is formed
-#: again from data shifted by the mean.
+#: from data shifted by the mean instead.
 CANCELLATION_RATIO = 16.0
 #: Bytes of the shifted row block formed at a time by :func:`accurate_centred_gram`.
 _SHIFT_BLOCK_BYTES = 1 << 26
+#: Rows of X's head whose spread is compared with the mean before the one-pass formula.
+_HEAD_ROWS = 1024
 
 
-def accurate_centred_gram(ops, X, mean, C, n_samples):
-    """``(mean, rest, C)`` for X's centred Gram matrix ``C`` computed by the one-pass
-    formula ``XᵀX - n·x̄x̄ᵀ``, made accurate to the rounding of the centred data.
+def accurate_centred_gram(ops, X, mean, n_samples, C=None):
+    """``(mean, rest, C)``: X's centred Gram matrix ``(X - x̄)ᵀ(X - x̄)``, accurate to the
+    rounding of the centred data, and X's mean as ``mean + rest``.
 
-    Exactly constant columns of a dense X are made exact first
-    (:func:`exact_constant_columns`). Where another column's mean is large against its
-    spread (``n·x̄ⱼ² > CANCELLATION_RATIO·Cⱼⱼ``: timestamps, years, coordinates far from
-    the origin), the formula has cancelled away the digits that matter, and ``C`` is
-    formed again, a row block at a time, from ``X - x̄`` (the subtraction is exact where
-    the offset dominates), with the shifted data's own small mean ``δ`` folded in:
-    ``C = (X - x̄)ᵀ(X - x̄) - n·δδᵀ``. The mean is then ``mean + rest`` with ``rest = δ``
-    (float64; None where nothing was formed again): kept apart, the two carry digits
-    that a float64 x̄ of 1e9 cannot. Data without such an offset pays one look at C's
-    diagonal. ``mean`` and ``C`` are on ``ops`` (``C`` not yet divided by
-    ``n - 1``); X is dense or sparse, on the host or on ``ops``. A mean that is not
-    finite (NaN or infinity in X) is returned as it is, for the caller's error.
+    The one-pass formula ``XᵀX - n·x̄x̄ᵀ`` (one GEMM on X, no centred copy) cancels the
+    digits that matter where a column's mean is large against its spread (timestamps,
+    years, coordinates far from the origin: ``n·x̄ⱼ² > CANCELLATION_RATIO·Cⱼⱼ``). Such an
+    offset is looked for twice: in the spread of X's first rows before the GEMM (then
+    the formula is not used at all), and in C's diagonal after it (an offset the head
+    did not show: then C is formed again). Either way C comes from ``X - x̄``, a row
+    block at a time (the subtraction is exact where the offset dominates), with the
+    shifted data's own small mean ``δ`` folded in, ``C = (X - x̄)ᵀ(X - x̄) - n·δδᵀ``, and
+    ``rest = δ`` (float64): kept apart from ``mean``, the two carry digits that a
+    float64 x̄ of 1e9 cannot. Otherwise ``rest`` is None. Exactly constant columns of a
+    dense X get an exact mean and zero rows in C (:func:`exact_constant_columns`).
+
+    ``mean`` is X's column mean on ``ops``; ``C``, the one-pass matrix if the caller
+    formed it already (else formed here). C is not divided by ``n - 1``. X is dense or
+    sparse, on the host or on ``ops``. A mean that is not finite (NaN or infinity in X)
+    is returned as it is, for the caller's error.
     """
     n = int(n_samples)
     sparse = hasattr(X, "tocsr")
     m = np.asarray(ops.to_host(mean), dtype=np.float64)
     if n == 0 or not np.all(np.isfinite(m)):
-        return mean, None, C
+        return mean, None, ops.gram(X, mean) if C is None else C
+    if C is None:
+        head = X[:_HEAD_ROWS]
+        head = np.asarray(ops.to_host(head.toarray() if sparse else head), dtype=np.float64)
+        spread = head.var(axis=0) if head.shape[0] > 1 else np.zeros_like(m)
+        if np.any(m**2 > CANCELLATION_RATIO * spread):
+            return _shifted_gram(ops, X, mean, n, sparse, "the first rows' spread")
+        C = ops.gram(X, mean)
     constant = None if sparse else exact_constant_columns(X, mean, C, n)
     d = np.asarray(ops.to_host(C.diagonal()), dtype=np.float64)
     subtracted = n * m**2
@@ -143,18 +156,22 @@ def accurate_centred_gram(ops, X, mean, C, n_samples):
         ratio[constant] = 0.0
     if not np.any(ratio > CANCELLATION_RATIO):
         return mean, None, C
-    logger.info(
-        "centred Gram matrix: a column's mean is %.3g standard deviations from zero; "
-        "forming it again from data shifted by the mean", float(np.sqrt(ratio.max())),
-    )
-    xp, dt = ops.xp, C.dtype
+    return _shifted_gram(ops, X, mean, n, sparse, "the Gram matrix's diagonal")
+
+
+def _shifted_gram(ops, X, mean, n, sparse, seen_in):
+    """``(mean, δ, (X - mean)ᵀ(X - mean) - n·δδᵀ)`` a row block at a time, δ the shifted
+    data's mean; constant columns exact."""
+    logger.info("centred Gram matrix: a column's mean is far from zero against its spread "
+                "(seen in %s); forming it from data shifted by the mean", seen_in)
+    xp, dt = ops.xp, np.dtype(mean.dtype)
     p = X.shape[1]
     if sparse:
         X = X.tocsr()
     shift = ops.asarray(mean, dtype=dt)
     G = xp.zeros((p, p), dtype=dt)
     sums = xp.zeros(p, dtype=np.float64)
-    rows = int(max(1, _SHIFT_BLOCK_BYTES // max(1, p * np.dtype(dt).itemsize)))
+    rows = int(max(1, _SHIFT_BLOCK_BYTES // max(1, p * dt.itemsize)))
     for start in range(0, X.shape[0], rows):
         block = X[start:start + rows]
         if sparse:
@@ -164,4 +181,8 @@ def accurate_centred_gram(ops, X, mean, C, n_samples):
         sums += block.sum(axis=0, dtype=np.float64)
     delta = sums / n
     G -= (n * xp.outer(delta, delta)).astype(dt)
+    if not sparse:
+        constant = exact_constant_columns(X, shift, G, n)
+        if constant.size:
+            delta[ops.asarray(constant) if ops.is_gpu else constant] = 0.0
     return shift, delta, G

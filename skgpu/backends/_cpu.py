@@ -297,7 +297,7 @@ class CPUBackend:
         None or float64), for a caller combining the means of several blocks."""
         X = self.asarray(X)
         mean = self.column_mean(X) if mean is None else mean
-        mean, rest, G = accurate_centred_gram(self, X, mean, self.gram(X, mean), X.shape[0])
+        mean, rest, G = accurate_centred_gram(self, X, mean, X.shape[0])
         if anchored:
             return (mean, rest, G, X) if return_X else (mean, rest, G)
         if rest is not None:

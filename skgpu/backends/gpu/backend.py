@@ -97,9 +97,9 @@ class GPUBackend:
         else:
             X = self.asarray(X)
             mean = self.column_mean(X) if mean is None else mean
-            G, kept = self.gram(X, mean), [X] if return_X else []
-        mean, rest, G = accurate_centred_gram(self, kept[0] if kept else X, mean, G,
-                                              X.shape[0])
+            G, kept = None, [X] if return_X else []
+        mean, rest, G = accurate_centred_gram(self, kept[0] if kept else X, mean,
+                                              X.shape[0], G)
         if anchored:
             return (mean, rest, G, *kept)
         if rest is not None:
