@@ -95,3 +95,21 @@ def test_the_refit_is_logged_only_when_needed(caplog):
         assert "shifted by the mean" not in caplog.text
         PCA(svd_solver="covariance_eigh").fit(_data(5, 1e6, np.float64))
         assert "shifted by the mean" in caplog.text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [1e6, 1e9])
+def test_streamed_gpu_pass_needs_no_second_pass(monkeypatch, caplog, offset):
+    """A NumPy X streamed to the GPU is shifted by its first chunk's mean on the way: the
+    offset is handled in that one pass, exact, with nothing formed again."""
+    import logging
+
+    from skgpu.backends.gpu import staging
+
+    X = _data(6, offset, np.float64, n=300)
+    monkeypatch.setattr(staging, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(staging, "STREAM_CHUNK_BYTES", 37 * X.shape[1] * X.itemsize)
+    with skgpu.config_context(device="gpu"), caplog.at_level(logging.INFO, "skgpu"):
+        pca = PCA(svd_solver="covariance_eigh").fit(X)
+    assert "shifted by the mean" not in caplog.text
+    _compare(pca, X, rtol=1e-13)

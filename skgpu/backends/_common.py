@@ -113,7 +113,7 @@ _SHIFT_BLOCK_BYTES = 1 << 26
 _HEAD_ROWS = 1024
 
 
-def accurate_centred_gram(ops, X, mean, n_samples, C=None):
+def accurate_centred_gram(ops, X, mean, n_samples, C=None, about=None):
     """``(mean, rest, C)``: X's centred Gram matrix ``(X - x̄)ᵀ(X - x̄)``, accurate to the
     rounding of the centred data, and X's mean as ``mean + rest``.
 
@@ -130,7 +130,8 @@ def accurate_centred_gram(ops, X, mean, n_samples, C=None):
     dense X get an exact mean and zero rows in C (:func:`exact_constant_columns`).
 
     ``mean`` is X's column mean on ``ops``; ``C``, the one-pass matrix if the caller
-    formed it already (else formed here). C is not divided by ``n - 1``. X is dense or
+    formed it already (else formed here); ``about``, if C was formed from data shifted
+    by ``mean - about`` (the streamed GPU pass), the offset its cancellation is judged by. C is not divided by ``n - 1``. X is dense or
     sparse, on the host or on ``ops``. A mean that is not finite (NaN or infinity in X)
     is returned as it is, for the caller's error.
     """
@@ -148,6 +149,8 @@ def accurate_centred_gram(ops, X, mean, n_samples, C=None):
         C = ops.gram(X, mean)
     constant = None if sparse else exact_constant_columns(X, mean, C, n)
     d = np.asarray(ops.to_host(C.diagonal()), dtype=np.float64)
+    if about is not None:
+        m = np.asarray(ops.to_host(about), dtype=np.float64)
     subtracted = n * m**2
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(d > 0, subtracted / np.where(d > 0, d, 1.0),

@@ -93,13 +93,14 @@ class GPUBackend:
         the CPU."""
         if (mean is None and isinstance(X, np.ndarray) and X.ndim == 2
                 and X.nbytes >= staging.STREAM_MIN_BYTES):
-            mean, G, *kept = staging.streamed_centred_gram(self, X, keep=return_X)
+            # (formed about the first chunk's mean: the check looks at the offset from it)
+            mean, G, about, *kept = staging.streamed_centred_gram(self, X, keep=return_X)
         else:
             X = self.asarray(X)
             mean = self.column_mean(X) if mean is None else mean
-            G, kept = None, [X] if return_X else []
+            G, about, kept = None, None, [X] if return_X else []
         mean, rest, G = accurate_centred_gram(self, kept[0] if kept else X, mean,
-                                              X.shape[0], G)
+                                              X.shape[0], G, about=about)
         if anchored:
             return (mean, rest, G, *kept)
         if rest is not None:

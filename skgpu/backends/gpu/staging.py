@@ -56,7 +56,9 @@ def streamed_centred_gram(ops, X, keep=False):
     pinned memory the chunks are copied from X directly (the call returns once a chunk
     is staged, and the GPU works on the previous one meanwhile).
 
-    With ``keep`` the chunks land in a device copy of X, returned third (the shift is
+    Returns the mean, the Gram matrix and the mean's offset from the shift (float64: the
+    offset the Gram matrix was formed about, for :func:`.._common.accurate_centred_gram`'s
+    check). With ``keep`` the chunks land in a device copy of X, returned fourth (the shift is
     then applied to a temporary): for a caller that needs X on the device next, as
     ``PCA.fit_transform`` does, X crosses the bus once.
     """
@@ -113,8 +115,8 @@ def streamed_centred_gram(ops, X, keep=False):
     G -= n * cp.outer(offset, offset)
     mean = shift.astype(cp.float64) + offset
     if keep:
-        return mean.astype(dt), G.astype(dt), kept
-    return mean.astype(dt), G.astype(dt)
+        return mean.astype(dt), G.astype(dt), offset, kept
+    return mean.astype(dt), G.astype(dt), offset
 
 
 def to_device(X, dtype=None):
