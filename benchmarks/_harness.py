@@ -13,10 +13,9 @@ import time
 import numpy as np
 import sklearn
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import skgpu  # noqa: E402
-from skgpu.backends import gpu_status  # noqa: E402
+import skgpu
+from skgpu.backends import gpu_status
 
 def _probe_gpu():
     # A process that multiprocessing spawns (a dask worker, say) first re-imports the
@@ -137,8 +136,8 @@ def emitter(doc, out=None):
     return emit
 
 
-def issue24_sparse_problem(n, neighbours=30, seed=0):
-    """Issue 24's sparse construction: n points uniform in the unit square, y =
+def sparse_gp_problem(n, neighbours=30, seed=0):
+    """The large sparse GP construction: n points uniform in the unit square, y =
     sin(6x₀)·cos(4x₁) + 0.05 noise, and ``C(1.0) * Tapered(Matern(r, nu=1.5),
     taper_range=r) + WhiteKernel(0.01)`` with r for ~``neighbours`` a row; (X, y, kernel)."""
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
@@ -152,6 +151,22 @@ def issue24_sparse_problem(n, neighbours=30, seed=0):
     kernel = (ConstantKernel(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r)
               + WhiteKernel(0.01))
     return X, y, kernel
+
+
+def tests_module(name):
+    """A helper module of ``tests/`` (the exact references the tests use), loaded from its
+    file and registered under its own name."""
+    import importlib.util
+    import pathlib
+
+    if name in sys.modules:
+        return sys.modules[name]
+    path = pathlib.Path(__file__).resolve().parents[1] / "tests" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def rel_diff(a, b):

@@ -1,5 +1,5 @@
 """scikit-learn's own test files for the five estimators, run with and without the
-accelerator, and the outcome of every test compared (issue 22).
+accelerator, and the outcome of every test compared.
 
 Each file runs in its own Python (the four at once): once as scikit-learn ships it, once
 under ``skgpu.accel`` with skgpu's backend set by ``--device`` (``gpu`` forces the GPU

@@ -13,24 +13,20 @@ median and spread of the wall time of a batch divided by its number of fits. Row
   see skgpu/backends/_threads.py), so "on" and "off" should agree there.
 """
 
-import os
-import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import machine, run_cases, standard_parser, timeit  # noqa: E402
-from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
+from _harness import machine, run_cases, standard_parser, timeit
+from threadpoolctl import threadpool_info, threadpool_limits
 
-from skgpu import config_context  # noqa: E402
-from skgpu.backends import _threads  # noqa: E402
-from skgpu.decomposition import PCA  # noqa: E402
-from skgpu.gaussian_process import GaussianProcessRegressor  # noqa: E402
-from skgpu.linear_model import RidgeCV  # noqa: E402
+from skgpu import config_context
+from skgpu.backends import _threads
+from skgpu.decomposition import PCA
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.linear_model import RidgeCV
 
 BATCH = 32
 THREADS = 8

@@ -13,18 +13,15 @@ reported.
 
 import collections
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit  # noqa: E402
+from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit
 
-import skgpu  # noqa: E402
-from skgpu.decomposition import PCA  # noqa: E402
-from skgpu.linear_model import RidgeCV  # noqa: E402
+import skgpu
+from skgpu.decomposition import PCA
+from skgpu.linear_model import RidgeCV
 
 ALPHAS = np.logspace(-2, 4, 20)
 
@@ -82,9 +79,8 @@ def _gpu_block_X(block_id, rows, p, seed):
 
 def _gpu_of_block(block):
     """PCI bus id of the GPU holding a CuPy block, and the worker's CUDA_VISIBLE_DEVICES:
-    two workers on one GPU would take twice the compute of one (issue 23's weak scaling
+    two workers on one GPU would take twice the compute of one (the weak scaling
     measured 1.6x: to be ruled out first)."""
-    import os
 
     return {"pci_bus_id": block.device.pci_bus_id,
             "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}

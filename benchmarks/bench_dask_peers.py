@@ -17,15 +17,12 @@ Without dask-ml installed, dask's own ``da.linalg.svd_compressed`` / ``tsqr`` ro
 replace it.
 """
 
-import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import machine, run_cases, standard_parser, timeit  # noqa: E402
+from _harness import machine, run_cases, standard_parser, timeit
 
 K = 16
 

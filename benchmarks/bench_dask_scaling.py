@@ -1,4 +1,4 @@
-"""Issue 23 on the two-GPU host: weak scaling, and a dataset larger than one GPU.
+"""Dask on the two-GPU host: weak scaling, and a dataset larger than one GPU.
 
     python benchmarks/bench_dask_scaling.py --out results.json [--large-rows 180000000]
 
@@ -18,19 +18,16 @@ the fitted models against a float64 reference summed chunk-wise on the workers.
 """
 
 import collections
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit  # noqa: E402
-from bench_dask import _gpu_of_block  # noqa: E402
+from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit
+from bench_dask import _gpu_of_block
 
-from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
-from skgpu.linear_model import Ridge, RidgeCV  # noqa: E402
+from skgpu.decomposition import PCA, TruncatedSVD
+from skgpu.linear_model import Ridge, RidgeCV
 
 ALPHAS = np.logspace(-2, 4, 20)
 P = 256

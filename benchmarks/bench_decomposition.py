@@ -7,15 +7,12 @@ checked against scikit-learn before any time is reported.
 """
 
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-import sklearn  # noqa: E402
-from _harness import (  # noqa: E402
+import sklearn
+from _harness import (
     GPU,
     PeakGPUMemory,
     interleaved,
@@ -26,10 +23,10 @@ from _harness import (  # noqa: E402
     sync,
     timeit,
 )
-from sklearn import decomposition as skd  # noqa: E402
+from sklearn import decomposition as skd
 
-import skgpu  # noqa: E402
-from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
+import skgpu
+from skgpu.decomposition import PCA, TruncatedSVD
 
 if GPU:
     import cupy as cp
@@ -45,7 +42,8 @@ def make_dense(n, p, seed=0):
     rng = np.random.default_rng(seed)
     k = 32
     X = rng.standard_normal((n, k), dtype=np.float32) @ (
-        rng.standard_normal((k, p), dtype=np.float32) * np.geomspace(10, 1, k, dtype=np.float32)[:, None])
+        rng.standard_normal((k, p), dtype=np.float32)
+        * np.geomspace(10, 1, k, dtype=np.float32)[:, None])
     X += rng.standard_normal((n, p), dtype=np.float32)
     X += rng.uniform(-3, 3, size=p).astype(np.float32)
     return X

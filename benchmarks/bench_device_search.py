@@ -1,5 +1,5 @@
 """GridSearchCV over Pipeline(PCA, RidgeCV): scikit-learn beside skgpu on NumPy, CuPy and
-torch data, in one run (issue 19's workflow).
+torch data, in one run (a search on device data).
 
 Run on the GPU host:  python benchmarks/bench_device_search.py --out results.json
 On a CPU-only machine: python benchmarks/bench_device_search.py --quick
@@ -9,23 +9,19 @@ before any time is reported. The NumPy row is profiled once more to say where it
 """
 
 import cProfile
-import os
 import pstats
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, PeakGPUMemory, machine, run_cases, standard_parser, sync, timeit  # noqa: E402,I001
-from sklearn import decomposition as skd  # noqa: E402
-from sklearn import linear_model as skl  # noqa: E402
-from sklearn.model_selection import GridSearchCV, KFold  # noqa: E402
-from sklearn.pipeline import Pipeline  # noqa: E402
+from _harness import GPU, PeakGPUMemory, machine, run_cases, standard_parser, sync, timeit
+from sklearn import decomposition as skd
+from sklearn import linear_model as skl
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.pipeline import Pipeline
 
-from skgpu.decomposition import PCA  # noqa: E402
-from skgpu.linear_model import RidgeCV  # noqa: E402
+from skgpu.decomposition import PCA
+from skgpu.linear_model import RidgeCV
 
 if GPU:
     import cupy as cp
@@ -73,7 +69,8 @@ def _profile_numpy(X, y):
                    if fragment in file and func == name)
 
     parts = {
-        "scikit-learn fold indexing (_safe_indexing)": cumulative("sklearn/utils", "_safe_indexing"),
+        "scikit-learn fold indexing (_safe_indexing)": cumulative("sklearn/utils",
+                                                                  "_safe_indexing"),
         "skgpu input validation (validate_data)": cumulative("skgpu/utils/validation",
                                                             "validate_data"),
         "host-to-device copies (cupy.asarray, from pageable memory)": cumulative(

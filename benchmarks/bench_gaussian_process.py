@@ -7,16 +7,12 @@ of 8 inputs plus noise. LML values and gradients are checked against scikit-lear
 times are reported.
 """
 
-import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import (  # noqa: E402
+from _harness import (
     GPU,
     PeakGPUMemory,
     machine,
@@ -26,12 +22,12 @@ from _harness import (  # noqa: E402
     sync,
     timeit,
 )
-from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR  # noqa: E402
-from sklearn.gaussian_process.kernels import RBF, WhiteKernel  # noqa: E402
-from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
+from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+from sklearn.gaussian_process.kernels import ConstantKernel as C
 
-import skgpu  # noqa: E402
-from skgpu.gaussian_process import GaussianProcessRegressor  # noqa: E402
+import skgpu
+from skgpu.gaussian_process import GaussianProcessRegressor
 
 D = 8
 

@@ -7,15 +7,12 @@ coef_ are checked against scikit-learn before any time is reported.
 """
 
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-import sklearn  # noqa: E402
-from _harness import (  # noqa: E402
+import sklearn
+from _harness import (
     GPU,
     machine,
     rel_diff,
@@ -23,10 +20,10 @@ from _harness import (  # noqa: E402
     standard_parser,
     timeit,
 )
-from sklearn import linear_model as skl  # noqa: E402
+from sklearn import linear_model as skl
 
-import skgpu  # noqa: E402
-from skgpu.linear_model import RidgeCV  # noqa: E402
+import skgpu
+from skgpu.linear_model import RidgeCV
 
 if GPU:
     import cupy as cp

@@ -2,37 +2,33 @@
 
 Run on the GPU host:  python benchmarks/bench_sparse_gp.py --out results.json
 On a CPU-only machine: python benchmarks/bench_sparse_gp.py --quick
-Issue 24's own construction alone:  python benchmarks/bench_sparse_gp.py --issue-case 1000000
+The large construction alone:  python benchmarks/bench_sparse_gp.py --large-case 1000000
 Points uniform in the unit square, ~30 neighbours each within the taper range, kernel
 Tapered(ConstantKernel × Matern(nu=1.5)) + WhiteKernel. The sparse LML is checked against
 the dense path on a subset before times are reported.
 """
 
-import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import (  # noqa: E402
+from _harness import (
     GPU,
-    issue24_sparse_problem,
+    sparse_gp_problem,
     machine,
     run_cases,
     standard_parser,
     sync,
     timeit,
 )
-from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
-from sklearn.gaussian_process.kernels import Matern, WhiteKernel  # noqa: E402
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+from sklearn.gaussian_process.kernels import Matern, WhiteKernel
 
-import skgpu  # noqa: E402
-from skgpu.backends import get_backend  # noqa: E402
-from skgpu.gaussian_process import GaussianProcessRegressor, _sparse  # noqa: E402
-from skgpu.gaussian_process.kernels import Tapered  # noqa: E402
+import skgpu
+from skgpu.backends import get_backend
+from skgpu.gaussian_process import GaussianProcessRegressor, _sparse
+from skgpu.gaussian_process.kernels import Tapered
 
 NEIGHBOURS = 30
 
@@ -102,12 +98,12 @@ def full_fit_only(n, results):
 
 
 def issue_case(n, results, predict_points=100_000, device="gpu"):
-    """Issue 24's construction as its author ran it: ``C(1.0) * Tapered(Matern(r,
+    """The large construction: ``C(1.0) * Tapered(Matern(r,
     nu=1.5), taper_range=r) + WhiteKernel(0.01)`` with r for ~30 neighbours, y =
     sin(6x₀)·cos(4x₁) + 0.05 noise; the default fit, then predict(X[:100,000],
     return_std=True), each timed once (the README's sparse figures are these)."""
-    X, y, kernel = issue24_sparse_problem(n, NEIGHBOURS)
-    row = {"case": f"issue 24's construction: fit and predict std, n={n}", "device": device}
+    X, y, kernel = sparse_gp_problem(n, NEIGHBOURS)
+    row = {"case": f"large construction: fit and predict std, n={n}", "device": device}
     with skgpu.config_context(device=device):
         gpr = _timed_fit(kernel, X, y, row)
         row["kernel_"] = str(gpr.kernel_)
@@ -162,10 +158,10 @@ def bench(n, device, results, repeats, full_fit):
 
 def main():
     parser = standard_parser(__doc__.splitlines()[0])
-    parser.add_argument("--issue-case", type=int, default=0, metavar="N",
-                        help="only issue 24's construction at n=N (fit, predict std)")
+    parser.add_argument("--large-case", type=int, default=0, metavar="N",
+                        help="only the large construction at n=N (fit, predict std)")
     parser.add_argument("--predict", type=int, default=100_000,
-                        help="test points of --issue-case")
+                        help="test points of --large-case")
     args = parser.parse_args()
     results = []
     if args.issue_case:

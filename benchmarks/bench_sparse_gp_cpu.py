@@ -1,5 +1,5 @@
 """The sparse GaussianProcessRegressor on the CPU backend: CHOLMOD (the ``sparse`` extra,
-through cvxopt) beside SuperLU (SciPy, the fallback), in one run (issue 24's CPU targets:
+through cvxopt) beside SuperLU (SciPy, the fallback), in one run (the CPU targets:
 one LML + gradient at n = 50,000 ≤ 3 s on 2 cores, a default fit ≤ 3 minutes).
 
 Run:  python benchmarks/bench_sparse_gp_cpu.py --out results.json   (about 4 minutes on 2 cores)
@@ -11,23 +11,19 @@ y = sin(6 x0) cos(4 x1) + 0.05 noise. Every row: one warm-up evaluation, then 3 
 does); the two factors' LMLs are checked equal before times are reported.
 """
 
-import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import machine, run_cases, standard_parser, timeit  # noqa: E402,I001
-from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel  # noqa: E402
+from _harness import machine, run_cases, standard_parser, timeit
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-import skgpu  # noqa: E402
-from skgpu.backends import _cpu, get_backend  # noqa: E402
-from skgpu.gaussian_process import GaussianProcessRegressor  # noqa: E402
-from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood  # noqa: E402
-from skgpu.gaussian_process.kernels import Tapered  # noqa: E402
+import skgpu
+from skgpu.backends import _cpu, get_backend
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood
+from skgpu.gaussian_process.kernels import Tapered
 
 
 def problem(n, seed=0):

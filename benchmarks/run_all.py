@@ -23,12 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, PeakGPUMemory, machine, rel_diff, timeit  # noqa: E402
+from _harness import GPU, PeakGPUMemory, machine, rel_diff, timeit
 
-import skgpu  # noqa: E402
+import skgpu
 
 if GPU:
     import cupy as cp

@@ -43,7 +43,8 @@ print(f"fitted on: {gpr.backend_}, path: {gpr.cholesky_}, "
 grid = np.linspace(0, 1, 80)
 G = np.column_stack([a.ravel() for a in np.meshgrid(grid, grid)])
 mean, std = gpr.predict(G, return_std=True)
-print(f"RMS error of the predictive mean on the grid: {np.sqrt(np.mean((mean - field(G)) ** 2)):.3f}"
+rms = np.sqrt(np.mean((mean - field(G)) ** 2))
+print(f"RMS error of the predictive mean on the grid: {rms:.3f}"
       f" (noise std 0.1)")
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), sharey=True)
 for ax, values, title in zip(axes, (field(G), mean, std),

@@ -9,6 +9,7 @@ JSON (for scripts); warnings raised by the demo are shown, not silenced.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -58,14 +59,19 @@ def _demo_rows():
     rows = []
     for name, ours_cls, theirs_cls, params, X, y, method, repeats in cases:
         args = (X,) if y is None else (X, y)
-        ours, t_fit = _timed(lambda: ours_cls(**params).fit(*args), repeats)
-        theirs, s_fit = _timed(lambda: theirs_cls(**params).fit(*args), repeats)
-        Z, t_apply = _timed(lambda: getattr(ours, method)(X), repeats)
-        Zs, s_apply = _timed(lambda: getattr(theirs, method)(X), repeats)
+        ours, t_fit = _timed(functools.partial(_fit_new, ours_cls, params, args), repeats)
+        theirs, s_fit = _timed(functools.partial(_fit_new, theirs_cls, params, args),
+                               repeats)
+        Z, t_apply = _timed(functools.partial(getattr(ours, method), X), repeats)
+        Zs, s_apply = _timed(functools.partial(getattr(theirs, method), X), repeats)
         diff = float(np.max(np.abs(Z - Zs)) / np.max(np.abs(Zs)))
         rows.append((name, ours.backend_, t_fit, s_fit, f"{method} ", t_apply, s_apply,
                      diff))
     return rows
+
+
+def _fit_new(cls, params, args):
+    return cls(**params).fit(*args)
 
 
 def _parser():

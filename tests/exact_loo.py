@@ -1,6 +1,6 @@
 """Exact leave-one-out errors of ridge regression, in ball arithmetic (python-flint's arb).
 
-The reference of issue 18's tests: every quantity is computed from the float64 data as
+The reference of the exact leave-one-out tests: every quantity is computed from the float64 data as
 given, at ``PREC`` bits with rigorous error bounds, so the returned float64 values are
 correct to the last bit for any conditioning a float64 X can have.
 

@@ -58,7 +58,7 @@ def test_install_and_uninstall_from_many_threads():
         for _ in range(60):
             start = threading.Barrier(6)
 
-            def churn(i):
+            def churn(i, start=start):
                 start.wait()
                 for _ in range(3):
                     (skgpu.accel.install if i % 2 else skgpu.accel.uninstall)()

@@ -34,7 +34,7 @@ def test_suite_quick_mode(tmp_path):
 
 def test_accel_sklearn_tests_counts_each_outcome(tmp_path):
     """The per-file comparison of scikit-learn's tests with and without the accelerator
-    (issue 22's counts) reads every test's outcome from the two runs."""
+    reads every test's outcome from the two runs."""
     pytest.importorskip("sklearn.decomposition.tests.test_truncated_svd")
     out_file = tmp_path / "accel.json"
     out = subprocess.run(
@@ -49,7 +49,7 @@ def test_accel_sklearn_tests_counts_each_outcome(tmp_path):
 
 
 def test_bench_gp_large_runs_small(tmp_path):
-    """Issue 24's large-GP benchmark at small sizes on this machine's backend: every row
+    """The large-GP benchmark at small sizes on this machine's backend: every row
     written, the backends agreeing, the fit no slower than ~one likelihood evaluation."""
     out_file = tmp_path / "gp.json"
     out = subprocess.run(

@@ -1,5 +1,5 @@
 """as_sklearn() and from_sklearn(): skgpu's fitted estimators to scikit-learn's own classes
-and back, with equal fitted attributes and equal predictions (issue 22)."""
+and back, with equal fitted attributes and equal predictions."""
 
 import pickle
 

@@ -1,4 +1,4 @@
-"""A cluster started with dask's own command lines, as on several hosts (issue 23): the
+"""A cluster started with dask's own command lines, as on several hosts: the
 user guide's ``dask scheduler`` / ``dask worker ADDRESS`` / ``Client(ADDRESS)``, run here
 on one machine. skgpu needs nothing but the scheduler's address."""
 

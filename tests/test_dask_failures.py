@@ -1,4 +1,4 @@
-"""A dask worker killed in the middle of a fit (issue 23): dask reruns the lost work and the
+"""A dask worker killed in the middle of a fit: dask reruns the lost work and the
 fit gives the same model as an undisturbed one, or, where the data itself is gone, a clear
 error; never a silently different model. CPU LocalCluster of worker processes under
 nannies (the nanny restarts a killed worker, as in a real cluster)."""

@@ -1,4 +1,4 @@
-"""Bad input and edge cases (issue 17): scikit-learn's outcome, or a documented better one.
+"""Bad input and edge cases: scikit-learn's outcome, or a documented better one.
 
 Each test names the defect it guards. Where skgpu is deliberately stricter or more exact
 than scikit-learn, the test says so and checks the better answer against an exact one.
@@ -87,7 +87,7 @@ def test_kernel_values_and_gradients_match_sklearn(ops, kernel, on_backend, rng)
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("nu", [0.7, 1.0, 1.2, 2.0, 3.0, 5.0])
 def test_gpr_general_matern_nu_in_a_composite(device, nu, rng, caplog):
-    """Issue 17.1: Matern(nu=1.2) + WhiteKernel was computed as nu=2.5 (LML -1175.9
+    """Matern(nu=1.2) + WhiteKernel was computed as nu=2.5 (LML -1175.9
     against -6.97); now scikit-learn evaluates that part (logged), the rest stays put."""
     X = rng.uniform(0, 5, (40, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(40)
@@ -163,7 +163,7 @@ def test_inverse_transform_validates_device_input(rng):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_mixed_dtype_output_follows_numpy_promotion(device, rng):
-    """Issue 17.6: float32 X on a float64 fit gave float32 (scikit-learn: float64)."""
+    """float32 X on a float64 fit gave float32 (scikit-learn: float64)."""
     X = rng.standard_normal((60, 5))
     y = X @ rng.standard_normal(5)
     X32 = X.astype(np.float32)
@@ -314,7 +314,7 @@ def test_failed_fit_leaves_estimator_as_it_was(device, rng):
         for est, good, fail in _failing_fits(rng):
             est.fit(*good)
             before = _snapshot(est)
-            with pytest.raises(Exception):
+            with pytest.raises(Exception):  # noqa: B017 - each kind of failure
                 fail(est)
             _assert_same_state(est, before)
             # and it still works as fitted before

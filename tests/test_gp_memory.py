@@ -1,4 +1,4 @@
-"""A dense Gaussian-process fit knows the memory it needs before it starts (issue 24):
+"""A dense Gaussian-process fit knows the memory it needs before it starts:
 work the host cannot hold is refused with the numbers, on the CPU backend and on the CPU
 fallback after a GPU out-of-memory error."""
 

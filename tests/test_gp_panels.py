@@ -1,4 +1,4 @@
-"""The dense GP likelihood, fit and predict in panels of rows (issue 24): one n × n
+"""The dense GP likelihood, fit and predict in panels of rows: one n × n
 matrix and a few panels at a time, the same numbers as scikit-learn's whole-matrix
 evaluation, on both backends. The panel sizes of large n are forced onto small data
 here (``SINGLE_PANEL_MAX_N`` and ``PANEL_FRACTION`` patched), so that every test runs
@@ -236,7 +236,7 @@ def test_factor_reaches_the_host_when_first_read(device, rng):
     unfitted = GaussianProcessRegressor(kernel)
     assert not hasattr(unfitted, "L_")
     with pytest.raises(AttributeError, match="no attribute 'L_'"):
-        unfitted.L_
+        _ = unfitted.L_
 
 
 def test_pending_factor_lifecycle_on_any_machine(rng, monkeypatch):

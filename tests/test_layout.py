@@ -1,4 +1,4 @@
-"""The house (issue 21): one module per NVIDIA library in the GPU backend, the Dask
+"""The layout: one module per NVIDIA library in the GPU backend, the Dask
 machinery apart from the chunked algorithms, and each public call validating its X once."""
 
 import ast

@@ -1,4 +1,4 @@
-"""Property-based comparison with scikit-learn (issue 17): drawn shapes, dtypes, scales,
+"""Property-based comparison with scikit-learn: drawn shapes, dtypes, scales,
 offsets, constant and duplicate columns, sparse formats, sample weights and parameters.
 
 For each draw, skgpu and scikit-learn run the same call on the same data. The outcome
@@ -260,7 +260,7 @@ def test_ridgecv_like_sklearn(device, case, fit_intercept, gcv_mode):
     y = rng.standard_normal(X.shape[0])
     params = dict(alphas=(0.1, 1.0, 10.0), fit_intercept=fit_intercept, gcv_mode=gcv_mode)
     if _loo_ill_posed(X, w, fit_intercept, min(params["alphas"])):
-        return  # left to the exact references of test_ridgecv_exact.py (issue 18)
+        return  # left to the exact references of test_ridgecv_exact.py
     with skgpu.config_context(device=device):
         ours = _outcome(lambda: RidgeCV(**params).fit(X, y, sample_weight=w))
     theirs = _outcome(lambda: skl.RidgeCV(**params).fit(X, y, sample_weight=w))

@@ -1,4 +1,4 @@
-"""RidgeCV's leave-one-out against exact references (issue 18).
+"""RidgeCV's leave-one-out against exact references.
 
 The references are computed in ball arithmetic from the float64 data as given
 (``exact_loo.py``, python-flint): correct to the last bit whatever the conditioning. The

@@ -131,9 +131,10 @@ def accurate_centred_gram(ops, X, mean, n_samples, C=None, about=None):
 
     ``mean`` is X's column mean on ``ops``; ``C``, the one-pass matrix if the caller
     formed it already (else formed here); ``about``, if C was formed from data shifted
-    by ``mean - about`` (the streamed GPU pass), the offset its cancellation is judged by. C is not divided by ``n - 1``. X is dense or
-    sparse, on the host or on ``ops``. A mean that is not finite (NaN or infinity in X)
-    is returned as it is, for the caller's error.
+    by ``mean - about`` (the streamed GPU pass), the offset its cancellation is judged
+    by. C is not divided by ``n - 1``. X is dense or sparse, on the host or on ``ops``.
+    A mean that is not finite (NaN or infinity in X) is returned as it is, for the
+    caller's error.
     """
     n = int(n_samples)
     sparse = hasattr(X, "tocsr")

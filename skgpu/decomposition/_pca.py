@@ -476,10 +476,12 @@ class PCA(SklearnConversionMixin, _SkPCA):
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training data: NumPy, pandas, SciPy sparse, CuPy (dense or sparse) or torch.
         y : Ignored
+            Not used, present for API consistency by convention.
 
         Returns
         -------
         self : object
+            The fitted estimator.
         """
         if is_dask_collection(X):
             self._fit_dask(X)
@@ -495,7 +497,9 @@ class PCA(SklearnConversionMixin, _SkPCA):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
         y : Ignored
+            Not used, present for API consistency by convention.
 
         Returns
         -------
@@ -570,10 +574,12 @@ class PCA(SklearnConversionMixin, _SkPCA):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_components)
+            Data in the space of the components.
 
         Returns
         -------
         X_original : array of shape (n_samples, n_features)
+            The data in the original space, in the container of X.
         """
         check_is_fitted(self)
         spec = container_of(X)
@@ -601,6 +607,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            The data.
 
         Returns
         -------
@@ -648,8 +655,22 @@ class PCA(SklearnConversionMixin, _SkPCA):
         return out
 
     def score(self, X: MatrixLike, y: object = None) -> float:
-        """Average log-likelihood of the samples under the model, as a Python float
-        (computed where X is, as :meth:`score_samples`)."""
+        """Return the average log-likelihood of the samples under the model.
+
+        Computed where X is, as :meth:`score_samples`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The data.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        ll : float
+            Average log-likelihood of the samples under the current model.
+        """
         spec = container_of(X)
         if not spec.on_device:
             return super().score(X)

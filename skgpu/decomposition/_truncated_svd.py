@@ -134,7 +134,20 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
     def fit(self, X: MatrixLike, y: object = None) -> TruncatedSVD:
-        """Fit the model on X (dense or sparse). Returns self."""
+        """Fit the model on X (dense or sparse).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
         self.fit_transform(X)
         return self
 
@@ -146,11 +159,14 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
         y : Ignored
+            Not used, present for API consistency by convention.
 
         Returns
         -------
         X_new : array of shape (n_samples, n_components)
+            X in the space of the components.
         """
         if is_dask_collection(X):
             return self._fit_transform_dask(X)
@@ -229,7 +245,18 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
                       lambda: ops.asarray(np.ascontiguousarray(C)))
 
     def transform(self, X: MatrixLike) -> MatrixLike:
-        """Reduce X: ``X @ components_.T``, in the container of X."""
+        """Reduce X: ``X @ components_.T``, in the container of X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The data.
+
+        Returns
+        -------
+        X_new : array of shape (n_samples, n_components)
+            X in the space of the components.
+        """
         check_is_fitted(self)
         if is_dask_collection(X):
             from ..dask import map_rows
@@ -249,7 +276,18 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         return convert_output(out, inp.spec)
 
     def inverse_transform(self, X: MatrixLike) -> MatrixLike:
-        """Transform X back to its original space: ``X @ components_``."""
+        """Transform X back to its original space: ``X @ components_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Data in the space of the components.
+
+        Returns
+        -------
+        X_original : array of shape (n_samples, n_features)
+            The data in the original space, in the container of X.
+        """
         check_is_fitted(self)
         spec = container_of(X)
         X = validate_inverse_input(self, X, self.components_.shape[0], reject_strings=True)

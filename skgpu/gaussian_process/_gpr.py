@@ -70,7 +70,7 @@ PREDICT_BLOCK_FRACTION = 0.04
 #: the likelihood holds one n × n matrix (the kernel matrix, its factor, then the half
 #: inverse, all in one buffer) and panels of PANEL_FRACTION · n rows beside it (each
 #: panel's kernel terms, gradient terms and weights: about eight panels' worth). Below
-#: it, one panel of all rows: the whole matrices at once, as fast as before.
+#: it, one panel of all rows: the whole matrices at once (panels would only add calls).
 SINGLE_PANEL_MAX_N = 4096
 PANEL_FRACTION = 1.0 / 32.0
 
@@ -296,7 +296,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     Parameters
     ----------
     kernel : kernel instance, default=None
-        scikit-learn kernel; None means ``ConstantKernel(1.0) * RBF(1.0)``.
+        A scikit-learn kernel; None means ``ConstantKernel(1.0) * RBF(1.0)``.
     alpha : float or ndarray of shape (n_samples,), default=1e-10
         Value added to the diagonal of the kernel matrix during fitting.
     optimizer : 'fmin_l_bfgs_b', callable or None, default='fmin_l_bfgs_b'
@@ -355,6 +355,14 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         Where the last fit ran.
     cholesky_ : {'dense', 'sparse'}
         The path the last fit took.
+
+    See Also
+    --------
+    skgpu.gaussian_process.kernels.Tapered : A kernel made compactly supported, for
+        the sparse path.
+    skgpu.gaussian_process.kernels.Wendland : A compactly supported kernel.
+    sklearn.gaussian_process.GaussianProcessRegressor : The scikit-learn estimator
+        this one stands for.
 
     Notes
     -----
@@ -441,6 +449,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         Returns
         -------
         self : object
+            The fitted estimator.
         """
         with progress_logging(self.verbose):
             return self._fit(X, y)
@@ -760,8 +769,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         Returns
         -------
         log_likelihood : float
+            Log-marginal likelihood of theta for the training data.
         log_likelihood_gradient : ndarray of shape (n_kernel_params,)
-            Only with ``eval_gradient=True``.
+            Its gradient with respect to the kernel's hyperparameters at theta; only
+            with ``eval_gradient=True``.
         """
         if theta is None:
             if eval_gradient:
@@ -818,10 +829,14 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         Returns
         -------
         y_mean : array of shape (n_samples,) or (n_samples, n_targets)
+            Mean of the predictive distribution at X, in the container of ``X``.
         y_std : array of shape (n_samples,) or (n_samples, n_targets), optional
+            Standard deviation of the predictive distribution at X (with
+            ``return_std=True``).
         y_cov : array of shape (n_samples, n_samples) or \
 (n_samples, n_samples, n_targets), optional
-            In the container of ``X``.
+            Covariance of the joint predictive distribution at X (with
+            ``return_cov=True``).
         """
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
@@ -866,7 +881,8 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             negative = var < 0
             if np.any(negative):
                 warnings.warn(
-                    "Predicted variances smaller than 0. Setting those variances to 0."
+                    "Predicted variances smaller than 0. Setting those variances to 0.",
+                    stacklevel=2,
                 )
                 var[negative] = 0.0
             var = np.outer(var, std2).reshape(*var.shape, -1)
@@ -877,19 +893,25 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 
     def sample_y(self, X: MatrixLike, n_samples: int = 1,
                  random_state: RandomStateLike = 0) -> MatrixLike:
-        """Draw samples from the Gaussian process and evaluate them at X (drawn on the
-        host, with scikit-learn's random draws; returned in the container of ``X``).
+        """Draw samples from the Gaussian process and evaluate them at X.
+
+        Drawn on the host, with scikit-learn's random draws; returned in the container
+        of ``X``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples_X, n_features) or list of object
+            Query points where the process is evaluated.
         n_samples : int, default=1
+            Number of samples drawn from the process per query point.
         random_state : int, RandomState instance or None, default=0
+            Seed of the draws (see scikit-learn's Glossary).
 
         Returns
         -------
         y_samples : ndarray of shape (n_samples_X, n_samples) or \
 (n_samples_X, n_targets, n_samples)
+            Values of n_samples draws of the process at the query points.
         """
         spec = container_of(X)
         out = super().sample_y(to_numpy(X) if spec.on_device else X,
@@ -916,13 +938,15 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def as_sklearn(self) -> Any:
-        """This fitted estimator as scikit-learn's own class: the same parameters and
-        fitted attributes (arrays shared; a GPU fit's ``L_`` copied to the host first),
-        predicting with scikit-learn's code.
+        """Return this fitted estimator as an instance of scikit-learn's own class.
+
+        The same parameters and fitted attributes (arrays shared; a GPU fit's ``L_``
+        copied to the host first), predicting with scikit-learn's code.
 
         Returns
         -------
         estimator : sklearn.gaussian_process.GaussianProcessRegressor
+            The fitted scikit-learn estimator.
         """
         getattr(self, "L_", None)
         return super().as_sklearn()

@@ -12,7 +12,7 @@ or a full matrix, so that ConstantKernel and WhiteKernel cost nothing n × n.
 ``rows=(start, stop)`` evaluates only those rows of the symmetric K(X, X) (and of its
 gradients): a panel of ``stop - start`` rows by n columns, whose diagonal entries are
 ``(i, start + i)``. The dense likelihood builds K and contracts its gradients panel by
-panel, so that it never holds more than one n × n matrix (issue 24); a kernel with a part
+panel, so that it never holds more than one n × n matrix; a kernel with a part
 scikit-learn evaluates has no panels (see :func:`panels_supported`).
 
 Supported exactly as scikit-learn computes them: RBF (isotropic and ARD), Matern

@@ -1,4 +1,4 @@
-"""Memory a dense Gaussian-process fit needs, known before it starts (issue 24).
+"""Memory a dense Gaussian-process fit needs, known before it starts.
 
 The dense path holds one n × n float64 matrix (kernel matrix, factor, half inverse in
 one buffer) and panels of rows beside it where the kernel is evaluated in panels (on the

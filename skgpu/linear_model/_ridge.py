@@ -581,6 +581,11 @@ default='auto'
     backend_ : {'gpu', 'cpu', 'dask'}
         Where the last fit ran ('dask': on the workers of a dask array's scheduler).
 
+    See Also
+    --------
+    RidgeCV : Ridge regression with built-in cross-validation of alpha.
+    sklearn.linear_model.Ridge : The scikit-learn estimator this one stands for.
+
     Examples
     --------
     >>> import numpy as np
@@ -649,7 +654,7 @@ default='auto'
             # square root's NaN)
             sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=dtype,
                                                  ensure_non_negative=True)
-        t = _check_alpha_for_targets(self.alpha, y)
+        _check_alpha_for_targets(self.alpha, y)
 
         def work(ops):
             return _ridge_fit(ops, inp, y, sample_weight, self.alpha,
@@ -737,6 +742,7 @@ def _resolve_gcv_mode(gcv_mode, sparse):
                 "an error in 1.11, use the default or pass `gcv_mode='eigen'` to "
                 "suppress this warning.",
                 FutureWarning,
+                stacklevel=3,
             )
         return "eigen"
     return "eigen" if gcv_mode == "eigen" else "svd"
@@ -844,7 +850,7 @@ def _refined_residuals(ops, spec, exact, a_cols, targets):
     spectrum and β a double-double (a rounding of β alone moves r by ε·|X||β|, far more
     than r where X β cancels y), until the step is below 1e-11 of β (at most
     ``_REFINE_STEPS``). The float64 route's error at cond 1e10 lies entirely in r (exact
-    r: 4e-12–2e-10 against 1e-8–1e-7; ``benchmarks/ridgecv_error_parts.py``)."""
+    r: 4e-12–2e-10 against 1e-8–1e-7; ``benchmarks/probes/ridgecv_error_parts.py``)."""
     from ..backends._extended import two_sum
 
     xp = ops.xp
@@ -974,9 +980,9 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
             D += base[:, None]
             # yw - U Uᵀyw projected once more: the first projection leaves a component
             # in U's span of ε‖yw‖ (the residual is far smaller than yw when y is well
-            # fitted); the second removes it (classical Gram-Schmidt twice). Measured on
-            # issue 18's cases: the worst error against the exact LOO halved (4.7e-7 to
-            # 2.2e-7), the median ratio to scikit-learn's gcv_mode='svd' 0.95 to 0.42.
+            # fitted); the second removes it (classical Gram-Schmidt twice), which
+            # halves the worst error against the exact LOO on ill-conditioned data
+            # (benchmarks/results/ridgecv_accuracy_refined_h200.json).
             R0 = yw - ops.matmul(M, spec.MtY)
             R0 -= ops.matmul(M, ops.matmul(M.T, R0))
     else:  # M = Xw V (the eigen route for n > p): h = (M ∘ M) @ 1/(lam + α)
@@ -1099,8 +1105,9 @@ def _select_alphas(alphas, scores, per_target, n_targets):
 
 
 class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
-    """Ridge regression with built-in cross-validation, on the GPU; a drop-in for
-    scikit-learn's :class:`~sklearn.linear_model.RidgeCV`.
+    """Ridge regression with built-in cross-validation, on the GPU.
+
+    A drop-in for scikit-learn's :class:`~sklearn.linear_model.RidgeCV`.
 
     With ``cv=None`` (the default) the efficient leave-one-out runs on the backend chosen
     by :func:`skgpu.config_context` for every alpha and target at once:
@@ -1160,6 +1167,11 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
     backend_ : {'gpu', 'cpu', 'dask'}
         Where the leave-one-out ran (with ``cv`` given: where the final Ridge ran;
         'dask': on the workers of a dask array's scheduler).
+
+    See Also
+    --------
+    Ridge : Ridge regression at a given alpha.
+    sklearn.linear_model.RidgeCV : The scikit-learn estimator this one stands for.
 
     Examples
     --------

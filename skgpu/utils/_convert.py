@@ -37,13 +37,15 @@ class SklearnConversionMixin(DocumentationLinkMixin):
     get_params: Callable[..., dict[str, Any]]  # scikit-learn's (annotation only)
 
     def as_sklearn(self) -> Any:
-        """This fitted estimator as scikit-learn's own class: the same parameters and
-        fitted attributes (arrays shared), predicting and transforming with
-        scikit-learn's code.
+        """Return this fitted estimator as an instance of scikit-learn's own class.
+
+        The same parameters and fitted attributes (arrays shared); it predicts and
+        transforms with scikit-learn's code, and pickles without skgpu.
 
         Returns
         -------
-        estimator : the scikit-learn estimator, e.g. ``sklearn.decomposition.PCA``
+        estimator : scikit-learn estimator
+            The fitted scikit-learn estimator, e.g. a ``sklearn.decomposition.PCA``.
         """
         check_is_fitted(self)
         if getattr(self, "cholesky_", "dense") == "sparse":
@@ -62,12 +64,20 @@ class SklearnConversionMixin(DocumentationLinkMixin):
 
     @classmethod
     def from_sklearn(cls, estimator: Any) -> Any:
-        """skgpu's estimator holding the fit of scikit-learn's ``estimator`` (same
-        parameters and fitted attributes, arrays shared); ``backend_`` is "cpu".
+        """Return skgpu's estimator holding the fit of scikit-learn's ``estimator``.
+
+        The same parameters and fitted attributes (arrays shared); ``backend_`` is
+        "cpu".
 
         Parameters
         ----------
-        estimator : fitted instance of the scikit-learn class this one stands for
+        estimator : scikit-learn estimator
+            A fitted instance of the scikit-learn class this one stands for.
+
+        Returns
+        -------
+        estimator : skgpu estimator
+            The fitted skgpu estimator.
         """
         theirs = _sklearn_class(cls)
         if type(estimator) is not theirs:
@@ -82,5 +92,5 @@ class SklearnConversionMixin(DocumentationLinkMixin):
                 setattr(ours, name, value)
         for our_name, their_name in cls._from_sklearn_aliases:
             setattr(ours, our_name, getattr(estimator, their_name))
-        setattr(ours, "backend_", "cpu")  # fitted by scikit-learn, on the host
+        ours.backend_ = "cpu"  # fitted by scikit-learn, on the host
         return ours

@@ -64,8 +64,11 @@ class RegressorScoreMixin:
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Test samples.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            True values for ``X``.
         sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
 
         Returns
         -------

@@ -121,8 +121,8 @@ def qr(ops, X, want_q=True):
     Q is what the CholeskyQR passes produce anyway while they reach orthogonality
     to working precision, and a second pass is tried only when the first left
     ‖QᵀQ - I‖ ≤ 1e-4 (cond(X) up to ~7e5 in float64): near CholeskyQR2's limit of
-    ~1e7 its R lost accuracy (RidgeCV's predictions on 2 × 2 float32 data at
-    cond ~1e7, found by the property tests on the H200 host). Beyond that
+    ~1e7 its R loses accuracy (RidgeCV's predictions on 2 × 2 float32 data at
+    cond ~1e7 were wrong in the third digit). Beyond that
     Householder (geqrf + orgqr), not shifted CholeskyQR3: its Q is as orthonormal,
     but its larger backward error made RidgeCV's leave-one-out at cond 1e10 ~10-40x
     less accurate than LAPACK's (up to 8.5e-6 relative against exact references,

@@ -1,15 +1,19 @@
 """GPU-only RidgeCV timing of the skgpu source tree at sys.argv[1], for before/after
-comparisons of a change (issue 18's targets: 500,000 x 256 float64, 20 alphas, CuPy
+comparisons of a change (the targets: 500,000 x 256 float64, 20 alphas, CuPy
 input, <= 20 ms; 100 targets <= 60 ms). Same method as benchmarks/_harness.timeit: one
 warm-up fit, median of 9, device synchronised. Run it for each tree in one GPU session:
 
     git archive <base> skgpu | tar -x -C /tmp/before
-    python benchmarks/time_ridgecv_gpu.py /tmp/before; python benchmarks/time_ridgecv_gpu.py .
+    python benchmarks/probes/time_ridgecv_gpu.py /tmp/before; python benchmarks/probes/time_ridgecv_gpu.py .
 
 (bench_linear_model.py times the same fits beside scikit-learn and CuPy peers.)"""
-import json, sys, time, statistics
+import json
+import sys
+import time
+import statistics
 sys.path.insert(0, sys.argv[1])
-import numpy as np, cupy as cp
+import numpy as np
+import cupy as cp
 import skgpu
 from skgpu.linear_model import RidgeCV
 print("skgpu from", skgpu.__file__)
@@ -35,7 +39,7 @@ for t in (1, 100):
     Xd, yd = cp.asarray(X), cp.asarray(Y[:, 0] if t == 1 else Y)
     timed(t, Xd, yd, dict(alphas=np.logspace(-2, 4, 20), alpha_per_target=t > 1))
     del Xd, yd; cp.get_default_memory_pool().free_all_blocks()
-# Issue 18's kind of problem at the speed target's size: singular values 1 to 1e-10,
+# The kind of problem at the speed target's size: singular values 1 to 1e-10,
 # y = X w + 1e-6 noise, alphas from 1e-13 (the refined leave-one-out, where the tree
 # has it; its cost is this row against the same tree's t=1 row).
 rng = cp.random.default_rng(0)

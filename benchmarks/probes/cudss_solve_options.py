@@ -1,7 +1,7 @@
-"""Issue 24 probe: cuDSS's solve with many right-hand sides on the sparse GP's kernel matrix
+"""Probe: cuDSS's solve with many right-hand sides on the sparse GP's kernel matrix
 at n = 1,000,000 (the issue's construction), per factorization and solve algorithm.
 
-    python benchmarks/cudss_solve_options.py [N] [WIDTH]
+    python -m benchmarks.probes.cudss_solve_options [N] [WIDTH]
 
 The predictive std of 100,000 test points is 100,000 right-hand sides; the shipped default
 solves at ~1.1 ms per right-hand side whatever the width (results/gp_sparse_std_width_h200.json).
@@ -12,18 +12,16 @@ median of 3) and checks the residual. One JSON line per variant, as it finishes.
 """
 
 import json
-import os
 import statistics
 import sys
 
 import cupy as cp
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _harness import issue24_sparse_problem, synchronized  # noqa: E402
+from benchmarks._harness import sparse_gp_problem, synchronized
 
-import skgpu  # noqa: E402
-from skgpu.backends import get_backend  # noqa: E402
-from skgpu.gaussian_process import GaussianProcessRegressor  # noqa: E402
+import skgpu
+from skgpu.backends import get_backend
+from skgpu.gaussian_process import GaussianProcessRegressor
 
 
 def main():
@@ -32,7 +30,7 @@ def main():
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     width = int(sys.argv[2]) if len(sys.argv) > 2 else 256
-    X, y, kernel = issue24_sparse_problem(n)
+    X, y, kernel = sparse_gp_problem(n)
     with skgpu.config_context(device="gpu"):
         gpr = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
     factor = gpr._state_on(get_backend("gpu"))[2].factor

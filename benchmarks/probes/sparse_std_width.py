@@ -1,28 +1,26 @@
-"""Issue 24 probe: the sparse path's predict std at n = 1,000,000 (the issue's construction)
+"""Probe: the sparse path's predict std at n = 1,000,000 (the large construction)
 against the width of each cuDSS solve (right-hand sides a block).
 
-    python benchmarks/sparse_std_width.py N M WIDTH [WIDTH ...]
+    python -m benchmarks.probes.sparse_std_width N M WIDTH [WIDTH ...]
 
 Fits with optimizer=None on the GPU (one run, timed), then for each width one warm-up
 predict of WIDTH points and one timed predict(X[:M], return_std=True); writes JSON to
 stdout. Needs a GPU with cuDSS."""
 import json
-import os
 import sys
 
 import cupy as cp
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _harness import issue24_sparse_problem  # noqa: E402
-from _harness import synchronized as timed  # noqa: E402
+from benchmarks._harness import sparse_gp_problem
+from benchmarks._harness import synchronized as timed
 
-import skgpu  # noqa: E402
-from skgpu.gaussian_process import GaussianProcessRegressor, _gpr  # noqa: E402
+import skgpu
+from skgpu.gaussian_process import GaussianProcessRegressor, _gpr
 
 
 def main():
     n, m = int(sys.argv[1]), int(sys.argv[2])
-    X, y, kernel = issue24_sparse_problem(n)
+    X, y, kernel = sparse_gp_problem(n)
     out = {}
     with skgpu.config_context(device="gpu"):
         gpr, out["fit_optimizer_none_s"] = timed(

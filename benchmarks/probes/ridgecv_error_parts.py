@@ -1,4 +1,4 @@
-"""Where RidgeCV's leave-one-out error at cond 1e10 comes from (issue 18): the residual
+"""Where RidgeCV's leave-one-out error at cond 1e10 comes from: the residual
 r = y - ŷ or the leverage h.
 
 For the tall cases of ``accuracy_ridgecv.py`` without intercept or weights, the exact r
@@ -7,18 +7,17 @@ into the float64 QR-route formulas (U = QŨ, the residual projected twice); the 
 relative error of e² = (r / (1 - h))² against the exact one is printed for: both parts
 in float64, exact r, exact h. Needs python-flint (the test extra).
 
-    python benchmarks/ridgecv_error_parts.py
+    python -m benchmarks.probes.ridgecv_error_parts
 """
 
-import pathlib
-import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from accuracy_ridgecv import cases  # noqa: E402
-from exact_loo import PREC, _flint, _mat  # noqa: E402
+from benchmarks.accuracy_ridgecv import cases
+from benchmarks._harness import tests_module
+
+_exact = tests_module("exact_loo")
+PREC, _flint, _mat = _exact.PREC, _exact._flint, _exact._mat
 
 
 def exact_parts(X, y, alpha):

@@ -1,10 +1,10 @@
 """GPU timings of the skgpu source tree at sys.argv[1], for before/after comparisons of a
-change that should not move any figure (issue 21's module layout). Every row: one warm-up
+change that should not move any figure (a module layout change). Every row: one warm-up
 call, then 7 timed, device synchronised; median, min and max in ms. Run it for each tree
 in one GPU session, alternating, and compare the medians:
 
     git archive <base> skgpu | tar -x -C /tmp/before
-    python benchmarks/time_trees_gpu.py /tmp/before; python benchmarks/time_trees_gpu.py .
+    python benchmarks/probes/time_trees_gpu.py /tmp/before; python benchmarks/probes/time_trees_gpu.py .
 
 The rows cover every GPU module: cuBLASLt (transform, predict), cuSOLVER (covariance
 eigh, Cholesky), the tall-skinny QR (RidgeCV), host-to-device staging (PCA on NumPy X),

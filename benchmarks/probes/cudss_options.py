@@ -1,7 +1,7 @@
-"""Issue 24 probe: cuDSS's options on the sparse GP's kernel matrix at n = 1,000,000 (the
+"""Probe: cuDSS's options on the sparse GP's kernel matrix at n = 1,000,000 (the
 issue's construction: 2-D points, ~30 neighbours a row, tapered Matern 3/2 + white noise).
 
-    python benchmarks/cudss_options.py [N] > out.json
+    python -m benchmarks.probes.cudss_options [N] > out.json
 
 For each reordering algorithm (and host threads): the time of ``plan`` (cuDSS's analysis,
 on the CPU), of one ``factorize`` and of one solve with one right-hand side (what each
@@ -11,7 +11,6 @@ Every time is the median of 3 after a warm-up, except ``plan`` (once). Needs a G
 cuDSS and nvmath-python.
 """
 import json
-import os
 import sys
 import time
 
@@ -19,12 +18,11 @@ import cupy as cp
 from nvmath.bindings import cudss
 from nvmath.sparse.advanced import DirectSolver
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _harness import issue24_sparse_problem, timeit  # noqa: E402
+from benchmarks._harness import sparse_gp_problem, timeit
 
-from skgpu.backends import get_backend  # noqa: E402
-from skgpu.backends.gpu.cudss import GPUSparseSPDFactor  # noqa: E402
-from skgpu.gaussian_process import _sparse  # noqa: E402
+from skgpu.backends import get_backend
+from skgpu.backends.gpu.cudss import GPUSparseSPDFactor
+from skgpu.gaussian_process import _sparse
 
 
 def timed(func, repeats=3):
@@ -34,7 +32,7 @@ def timed(func, repeats=3):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    X, y, kernel = issue24_sparse_problem(n)
+    X, y, kernel = sparse_gp_problem(n)
     lml = _sparse.SparseLogMarginalLikelihood(get_backend("gpu"), X, y, 1e-10)
     lml._ensure_pattern(_sparse.support_radius(kernel))
     A = lml.kernel_matrix(kernel)

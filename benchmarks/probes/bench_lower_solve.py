@@ -1,13 +1,13 @@
-"""The predictive variance's triangular solve on the GPU (issue 24): ``L⁻¹ B`` for an
+"""The predictive variance's triangular solve on the GPU: ``L⁻¹ B`` for an
 n × n lower-triangular L and n × k right-hand sides, cuBLAS trsm (through CuPy, what
 skgpu's predict uses) against a solve by halves with GEMM and inverted diagonal blocks
 (``LowerSolver`` below) at several leaf sizes, float64.
 
 The blocked solve was in skgpu for one GPU run (commits 398382c, 8b1d5e6) and was backed
-out: it equals trsm to 1e-16 and is no faster (results/gp_large_predict_blocked_h200.json),
+out: it equals trsm to 1e-16 and is no faster (results/history/gp_large_predict_blocked_h200.json),
 so it lives here, as the measured alternative.
 
-    python benchmarks/bench_lower_solve.py --out lower_solve.json
+    python -m benchmarks.probes.bench_lower_solve --out lower_solve.json
 
 Rates count n²k flops (the solve's); the blocked solve does 2·leaf/n more than that. The
 time of forming the leaves' inverses (once per factor) is reported apart. Each row: one
@@ -18,14 +18,12 @@ accuracy: tests/test_backends.py checks accuracy against exact solutions.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
 
-from _harness import GPU, emitter, machine  # noqa: E402
+from benchmarks._harness import GPU, emitter, machine
 
 
 def _classes():
