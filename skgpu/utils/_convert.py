@@ -33,6 +33,8 @@ class SklearnConversionMixin(DocumentationLinkMixin):
     _skgpu_attributes: tuple[str, ...] = ("backend_", "_device_cache")
     #: (skgpu attribute, scikit-learn attribute) pairs set by ``from_sklearn``.
     _from_sklearn_aliases: tuple[tuple[str, str], ...] = ()
+    #: Where the fit ran ("gpu", "cpu" or "dask"); set by fitting (an annotation only).
+    backend_: str
 
     get_params: Callable[..., dict[str, Any]]  # scikit-learn's (annotation only)
 
