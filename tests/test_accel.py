@@ -15,6 +15,7 @@ import sklearn.gaussian_process
 import sklearn.linear_model
 
 import skgpu.accel
+from skgpu import backends
 from skgpu.decomposition import PCA, TruncatedSVD
 from skgpu.gaussian_process import GaussianProcessRegressor
 from skgpu.linear_model import Ridge, RidgeCV
@@ -254,3 +255,67 @@ def test_loky_workers_of_an_accelerated_module_get_skgpu_classes(tmp_path):
     assert accelerated == ["skgpu.decomposition._pca+user ['skgpu.decomposition._pca+user']"]
     plain = _run(["-m", "userpkg.main"], tmp_path, extra_path=path)
     assert plain == ["sklearn.decomposition._pca+user ['sklearn.decomposition._pca+user']"]
+
+
+_VERBOSE_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from sklearn.decomposition import PCA
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 6))
+    y = X @ rng.standard_normal(6)
+    make_pipeline(PCA(3), Ridge(solver="lsqr")).fit(X, y).predict(X)
+""")
+
+
+@pytest.mark.parametrize("flag", ["-v", "-vv", "env"])
+def test_verbose_accelerator_reports_each_call_and_a_summary(tmp_path, flag):
+    """Each accelerated call on stderr (where it ran; why, where not on the GPU; with -vv
+    its time), nested calls once, and a summary table at exit; the environment variable
+    does what -v does."""
+    (tmp_path / "script.py").write_text(_VERBOSE_SCRIPT)
+    env = {**os.environ, "SKGPU_ACCEL_VERBOSE": "1"} if flag == "env" else dict(os.environ)
+    args = ["-m", "skgpu.accel"] + ([] if flag == "env" else [flag]) + ["script.py"]
+    out = subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("[skgpu.accel]")]
+    calls = [line.split("] ", 1)[1] for line in lines if ": " in line.split("] ", 1)[1]]
+    where = "gpu" if backends.gpu_status()[0] else "cpu"
+    assert [c.split(":")[0] for c in calls] == ["PCA.fit_transform", "Ridge.fit",
+                                               "PCA.transform", "Ridge.predict"]
+    assert calls[0].startswith(f"PCA.fit_transform: {where}")
+    # the option skgpu hands over, and why
+    assert calls[1].startswith("Ridge.fit: scikit-learn") and "lsqr" in calls[1]
+    assert all((" ms" in c) == (flag == "-vv") for c in calls)
+    table = out.stderr[out.stderr.index("summary of the accelerated calls"):]
+    assert re.search(rf"PCA\s+{where}\s+2\s", table)
+    assert re.search(r"Ridge\s+scikit-learn\s+1\s", table)
+
+
+def test_verbose_install_reports_in_process_and_uninstall_restores_the_methods(rng):
+    import logging
+
+    from skgpu.accel import _report
+
+    fit = PCA.__dict__["fit"]
+    ridge_methods = dict(vars(Ridge))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("skgpu.accel").addHandler(handler)
+    _report.reset()
+    try:
+        skgpu.accel.install(verbose=1)
+        sklearn.decomposition.PCA(2).fit(rng.standard_normal((50, 4)))
+        assert [r.getMessage().split(":")[0] for r in records] == ["PCA.fit"]
+        assert re.search(r"PCA\s+\S+\s+1\s", skgpu.accel.summary())
+    finally:
+        skgpu.accel.uninstall()
+        logging.getLogger("skgpu.accel").removeHandler(handler)
+    assert PCA.__dict__["fit"] is fit
+    assert dict(vars(Ridge)) == ridge_methods  # inherited methods: the wrappers removed
+    PCA(2).fit(rng.standard_normal((50, 4)))
+    assert len(records) == 1  # no longer reported

@@ -5,6 +5,7 @@ skgpu's classes, so an unchanged scikit-learn script runs them.
 
     python -m skgpu.accel script.py [args]       # a script
     python -m skgpu.accel -m package.module      # a module, as python -m runs it
+    python -m skgpu.accel -v script.py           # and report each call (-vv: timed)
     %load_ext skgpu.accel                        # IPython / Jupyter
     import skgpu.accel; skgpu.accel.install()    # from Python (uninstall() undoes it)
 
@@ -48,29 +49,61 @@ _originals: dict[tuple[str, str], Any] = {}
 _lock = threading.RLock()
 
 
-def install() -> None:
+def install(verbose: int | None = None) -> None:
     """Make scikit-learn's names for the five estimators resolve to skgpu's (idempotent,
-    thread-safe)."""
+    thread-safe).
+
+    Parameters
+    ----------
+    verbose : int, default=None
+        1: report each accelerated call on standard error (estimator, method, where it
+        ran and why, for work not on the GPU) and a summary at exit; 2: with each call's
+        time. None takes ``SKGPU_ACCEL_VERBOSE`` from the environment (0 if unset).
+    """
+    from . import _report
+
+    level = _report.level_from_environment() if verbose is None else int(verbose)
     with _lock:
         if _originals:
-            return
-        replaced = []
-        for module_name, names in TARGETS.items():
-            module = importlib.import_module(module_name)
-            for name, (ours_module, ours_name) in names.items():
-                ours = getattr(importlib.import_module(ours_module), ours_name)
-                _originals[(module_name, name)] = getattr(module, name)
-                setattr(module, name, ours)
-                replaced.append(f"{module_name}.{name}")
-    logger.info("skgpu.accel: %s now resolve to skgpu's estimators", ", ".join(replaced))
+            classes = []
+        else:
+            replaced, classes = [], []
+            for module_name, names in TARGETS.items():
+                module = importlib.import_module(module_name)
+                for name, (ours_module, ours_name) in names.items():
+                    ours = getattr(importlib.import_module(ours_module), ours_name)
+                    _originals[(module_name, name)] = getattr(module, name)
+                    setattr(module, name, ours)
+                    replaced.append(f"{module_name}.{name}")
+                    classes.append(ours)
+            logger.info("skgpu.accel: %s now resolve to skgpu's estimators",
+                        ", ".join(replaced))
+        if level > 0:
+            _report.start(classes or _accelerated_classes(), level)
 
 
 def uninstall() -> None:
-    """Give scikit-learn its own classes back (thread-safe)."""
+    """Give scikit-learn its own classes back, and stop reporting calls (thread-safe)."""
+    from . import _report
+
     with _lock:
         for (module_name, name), original in _originals.items():
             setattr(importlib.import_module(module_name), name, original)
         _originals.clear()
+        _report.stop()
+
+
+def _accelerated_classes() -> list[type]:
+    return [getattr(importlib.import_module(module), name)
+            for names in TARGETS.values() for module, name in names.values()]
+
+
+def summary() -> str:
+    """The accelerated calls reported so far (with ``verbose``): per estimator and
+    backend, the number of calls, their time and how many did not run on the GPU."""
+    from . import _report
+
+    return _report.summary_table()
 
 
 def is_installed() -> bool:
@@ -112,4 +145,4 @@ def unload_ipython_extension(ipython: Any) -> None:
     uninstall()
 
 
-__all__ = ["TARGETS", "install", "installed", "is_installed", "uninstall"]
+__all__ = ["TARGETS", "install", "installed", "is_installed", "summary", "uninstall"]

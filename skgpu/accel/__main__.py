@@ -10,8 +10,8 @@ import sys
 
 from . import install
 
-USAGE = ("usage: python -m skgpu.accel script.py [args ...]\n"
-         "       python -m skgpu.accel -m module [args ...]")
+USAGE = ("usage: python -m skgpu.accel [-v | -vv] script.py [args ...]\n"
+         "       python -m skgpu.accel [-v | -vv] -m module [args ...]")
 
 HELP = USAGE + """
 
@@ -19,6 +19,12 @@ Run an unchanged scikit-learn script or module with skgpu's estimators behind
 scikit-learn's names: sklearn.decomposition.PCA and TruncatedSVD,
 sklearn.linear_model.Ridge and RidgeCV, sklearn.gaussian_process.GaussianProcessRegressor.
 Everything after the script (or the module's name) is passed to it as its sys.argv.
+
+-v reports each accelerated call on standard error: the estimator, the method, where it
+ran (gpu, cpu, dask, or scikit-learn's own code) and, for work not on the GPU, why; at
+exit, a summary table of the calls per estimator and backend. -vv adds each call's time.
+SKGPU_ACCEL_VERBOSE=1 or 2 in the environment does the same (for notebooks, and for a
+script's worker processes, which inherit it).
 
 Python processes started from the script (joblib's loky workers, multiprocessing,
 subprocesses) run with the accelerator too: it sets SKGPU_ACCEL=1 and puts a start-up
@@ -46,6 +52,9 @@ def _reach_child_processes() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = None
+    while argv and argv[0] in ("-v", "-vv", "--verbose"):
+        verbose = (verbose or 0) + (2 if argv.pop(0) == "-vv" else 1)
     if not argv or argv[0] in ("-h", "--help"):
         print(HELP if argv else USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -61,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m skgpu.accel: can't open file {argv[0]!r}: no such file",
               file=sys.stderr)
         return 2
+    if verbose is not None:
+        os.environ["SKGPU_ACCEL_VERBOSE"] = str(verbose)
     install()
     _reach_child_processes()
     if argv[0] == "-m":

@@ -32,10 +32,12 @@ decision, the reason and the test skips are derived from it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from .._config import get_config
@@ -218,6 +220,29 @@ def is_out_of_memory(exc):
     return gpu_oom(exc)
 
 
+_observers = threading.local()
+
+
+@contextlib.contextmanager
+def observe_backends() -> Iterator[list[tuple[str, str, str]]]:
+    """Within the block, every :func:`run_with_fallback` of this thread appends
+    ``(what, backend name, reason)`` to the list yielded (the accelerator's report)."""
+    seen: list[tuple[str, str, str]] = []
+    stack = getattr(_observers, "stack", None)
+    if stack is None:
+        stack = _observers.stack = []
+    stack.append(seen)
+    try:
+        yield seen
+    finally:
+        stack.remove(seen)
+
+
+def _notify(what, backend, reason):
+    for seen in getattr(_observers, "stack", ()):
+        seen.append((what, backend, reason))
+
+
 def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
                       operations: Iterable[str] = (), X: Any = None, what: str = "fit",
                       flops: float | None = None) -> tuple[T, Any]:
@@ -235,6 +260,7 @@ def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
     device = get_config()["device"] if device is None else device
     backend, reason = select_backend(device, operations=operations, X=X)
     logger.info("%s: %s", what, reason)
+    _notify(what, backend.name, reason)
     if not backend.is_gpu:
         with managed_blas_threads(flops):
             return func(backend), backend
@@ -251,11 +277,12 @@ def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
         warnings.warn(f"{message}; running on the CPU instead.", GPUFallbackWarning,
                       stacklevel=3)
         logger.info("%s: falling back to the CPU after a GPU out-of-memory error", what)
+        _notify(what, _CPU.name, f"{message}; ran on the CPU instead")
         with managed_blas_threads(flops):
             return func(_CPU), _CPU
 
 
 __all__ = [
     "GPU_REQUIREMENTS", "OPERATIONS", "get_backend", "gpu_status",
-    "gpu_unsupported_reason", "run_with_fallback", "select_backend",
+    "gpu_unsupported_reason", "observe_backends", "run_with_fallback", "select_backend",
 ]
