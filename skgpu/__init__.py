@@ -6,14 +6,13 @@ backend is chosen when an estimator is fitted (see :mod:`skgpu.backends`).
 
 import logging
 
-from ._config import _propagate_to_joblib_workers, config_context, get_config, set_config
+from ._config import config_context, get_config, set_config
 from ._show_versions import show_versions
 from .exceptions import GPUFallbackWarning, GPUOutOfMemoryError, GPUUnavailableError
 
 __version__ = "0.1.0.dev0"
 
 logging.getLogger("skgpu").addHandler(logging.NullHandler())
-_propagate_to_joblib_workers()
 
 __all__ = [
     "GPUFallbackWarning",

@@ -14,8 +14,10 @@ MatmulPrecision = Literal["highest", "high", "medium"]
 _DEVICES = ("auto", "gpu", "cpu")
 _PRECISIONS = ("highest", "high", "medium")
 
-_global_config = {"device": "auto", "matmul_precision": "highest"}
+_DEFAULTS = {"device": "auto", "matmul_precision": "highest"}
+_global_config = dict(_DEFAULTS)
 _threadlocal = threading.local()
+_patch_lock = threading.Lock()
 
 
 def _get_threadlocal_config():
@@ -78,6 +80,8 @@ def set_config(device: Device | None = None,
         config["device"] = device
     if matmul_precision is not None:
         config["matmul_precision"] = matmul_precision
+    if config != _DEFAULTS:  # now there is something for joblib's workers to carry
+        _propagate_to_joblib_workers()
 
 
 @contextmanager
@@ -127,14 +131,21 @@ def _propagate_to_joblib_workers():
     (what GridSearchCV, cross_validate and the rest use), under every joblib backend.
 
     scikit-learn attaches its own configuration to each task in ``Parallel.__call__`` and
-    restores it in the worker; its configuration keys are fixed, so skgpu's travel
-    beside them: ``Parallel.__call__`` is wrapped once, at ``import skgpu``, to capture
-    ``get_config()`` in the calling thread and wrap each task in :class:`_WithConfig`.
-    Without it a worker ran with the default ``device="auto"`` whatever the caller's
-    ``config_context`` said.
+    restores it in the worker; its configuration keys are fixed and it has no hook for
+    another library's, so skgpu's travel beside them: ``Parallel.__call__`` is wrapped
+    once, to capture ``get_config()`` in the calling thread and wrap each task in
+    :class:`_WithConfig`. Without it a worker ran with the default ``device="auto"``
+    whatever the caller's ``config_context`` said. The wrapper goes in only when a
+    configuration other than the defaults is first set (a worker that starts from the
+    defaults needs nothing carried): ``import skgpu`` leaves scikit-learn untouched.
     """
     from sklearn.utils import parallel
 
+    with _patch_lock:
+        _wrap_parallel_call(parallel)
+
+
+def _wrap_parallel_call(parallel):
     original = parallel.Parallel.__call__
     if getattr(original, "_skgpu_config", False):
         return

@@ -105,3 +105,24 @@ def test_joblib_propagation_installed_once():
     skgpu._config._propagate_to_joblib_workers()
     call = parallel.Parallel.__call__
     assert call._skgpu_config and not getattr(call.__wrapped__, "_skgpu_config", False)
+
+
+def test_import_leaves_scikit_learn_untouched_until_a_configuration_is_set():
+    """``import skgpu`` changes nothing in scikit-learn; the first configuration other
+    than the defaults wraps ``Parallel.__call__`` (to carry it to joblib's workers)."""
+    import subprocess
+    import sys
+
+    script = (
+        "from sklearn.utils import parallel\n"
+        "before = parallel.Parallel.__call__\n"
+        "import skgpu, skgpu.decomposition, skgpu.linear_model, skgpu.gaussian_process\n"
+        "with skgpu.config_context(device='auto'):\n"
+        "    pass\n"
+        "assert parallel.Parallel.__call__ is before, 'changed by import'\n"
+        "with skgpu.config_context(device='cpu'):\n"
+        "    assert parallel.Parallel.__call__.__wrapped__ is before\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
