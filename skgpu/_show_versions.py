@@ -48,9 +48,9 @@ def versions_info() -> dict[str, Any]:
 
 def _cpu_sparse_solver():
     """(key, description) of what factors the sparse GP's matrices on the CPU."""
-    from .backends._cpu import _cholmod
+    from .backends import cholmod_available
 
-    if _cholmod() is not None:
+    if cholmod_available():
         return "cholmod", "CHOLMOD (SuiteSparse, through cvxopt)"
     return "superlu", ("SciPy's SuperLU (install skgpu[sparse] for CHOLMOD, faster and "
                        "with the exact likelihood gradient)")

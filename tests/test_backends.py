@@ -345,10 +345,8 @@ def _exact_lower_solve(L, B):
 def test_solve_triangular_against_exact(ops, dtype, seed, side):
     """The predictive variance's solve ``L⁻¹ B`` against a Cholesky factor's buffer (its
     strict upper triangle unspecified), against the exact solution of the rounded L
-    and B, and as accurate as scipy's substitution on the same L and B; on the GPU also
-    from the right, in place: ``Bᵀ L⁻ᵀ`` (the rows of ``(L⁻¹ B)ᵀ``)."""
-    if side == "right" and not hasattr(ops, "solve_triangular_right"):
-        pytest.skip("the right-side solve is the GPU backend's")
+    and B, and as accurate as scipy's substitution on the same L and B; also from the
+    right, in place: ``Bᵀ L⁻ᵀ`` (the rows of ``(L⁻¹ B)ᵀ``)."""
     rng = np.random.default_rng(seed)
     n, k = 61, 9
     cond = 1e8 if dtype == np.float64 else 1e3

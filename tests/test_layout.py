@@ -61,6 +61,42 @@ def test_dask_machinery_and_algorithms_apart():
     assert not imported & {"dask", "distributed"}, imported
 
 
+def _imports(path):
+    """(module, names) of every import statement in a source file, relative ones with
+    their dots."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out.append(("." * node.level + (node.module or ""),
+                        tuple(alias.name for alias in node.names)))
+    return out
+
+
+def test_the_backend_seam_is_the_only_door():
+    """Outside ``skgpu/backends/``: no import of the backends' private modules and no
+    CuPy import (what estimators need of arrays and devices comes through
+    ``skgpu.backends``); in the estimator packages, no ``hasattr(ops, ...)``: every
+    operation is on both backends."""
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        if "backends" in path.relative_to(ROOT).parts[:1]:
+            continue
+        for module, names in _imports(path):
+            bare = module.lstrip(".")
+            if bare.startswith("backends._") or ".backends._" in module or (
+                    bare == "backends" and any(n.startswith("_") for n in names)):
+                offenders.append(f"{path.relative_to(ROOT)}: {module} {names}")
+            if bare.split(".")[0] in ("cupy", "cupyx"):
+                offenders.append(f"{path.relative_to(ROOT)}: imports {module}")
+    for package in ("decomposition", "linear_model", "gaussian_process"):
+        for path in (ROOT / package).rglob("*.py"):
+            if "hasattr(ops" in path.read_text():
+                offenders.append(f"{path.relative_to(ROOT)}: hasattr(ops, ...)")
+    assert not offenders, "\n".join(offenders)
+
+
 def test_import_skgpu_imports_neither_dask_nor_the_gpu_backend():
     code = ("import sys, skgpu, skgpu.decomposition, skgpu.linear_model, "
             "skgpu.gaussian_process; print(sorted(m for m in sys.modules if m == 'dask' "

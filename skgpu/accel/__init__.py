@@ -65,9 +65,10 @@ def install(verbose: int | None = None) -> None:
     level = _report.level_from_environment() if verbose is None else int(verbose)
     with _lock:
         if _originals:
-            classes = []
+            classes: list[type] = []
         else:
-            replaced, classes = [], []
+            replaced: list[str] = []
+            classes = []
             for module_name, names in TARGETS.items():
                 module = importlib.import_module(module_name)
                 for name, (ours_module, ours_name) in names.items():

@@ -8,6 +8,9 @@ operation            meaning
 ===================  ==================================================================
 ``asarray``          input on the backend (dense, or sparse kept sparse)
 ``to_host``          backend array to NumPy
+``free_bytes``       memory the device (or the host) can still give
+``csr_matrix``       a CSR matrix on the backend from its arrays (or from coordinates:
+                     ``csr_from_coo``)
 ``column_mean``      (weighted) column mean by one GEMV
 ``gram``             ``XᵀX`` with the centering ``- n·μμᵀ`` folded in
 ``centred_gram``     ``(μ, (X-μ)ᵀ(X-μ))`` (and X on the backend, if asked); a large
@@ -22,12 +25,15 @@ operation            meaning
 ``qr``               ``(Q, R)`` of a tall-skinny QR, R with a positive diagonal
 ``qr_r``             R factor of a tall-skinny QR, positive diagonal
 ``cholesky``         factor with ``solve``, ``logdet``, ``inverse``, ``half_inverse``
-``solve_triangular`` ``L⁻¹ B`` for a lower-triangular L
+``solve_triangular`` ``L⁻¹ B`` for a lower-triangular L (``solve_triangular_right``:
+                     ``C L⁻ᵀ`` in place)
 ``sparse_spd``       sparse SPD factor with ``solve``, ``logdet``, ``refactor``
 ===================  ==================================================================
 
-What the GPU backend supports is declared once, in :data:`GPU_REQUIREMENTS`; the
-decision, the reason and the test skips are derived from it.
+The signatures are the :class:`~skgpu.backends.interface.Backend` protocol, which mypy
+checks both backends against. What the GPU backend supports is declared once, in
+:data:`GPU_REQUIREMENTS`; the decision, the reason and the test skips are derived from
+it.
 """
 
 from __future__ import annotations
@@ -42,8 +48,27 @@ from typing import Any, TypeVar
 
 from .._config import get_config
 from ..exceptions import GPUFallbackWarning, GPUOutOfMemoryError, GPUUnavailableError
-from ._arrays import is_device_array
-from ._cpu import CPUBackend
+# what estimators and utilities use of the arrays' kinds and the shared pieces: imported
+# from here, never from the private modules
+from ._arrays import (
+    ContainerSpec,
+    container_of,
+    convert_output,
+    cupy_module,
+    cupy_sparse_module,
+    is_cupy_array,
+    is_cupy_sparse,
+    is_dask_array,
+    is_dask_collection,
+    is_device_array,
+    is_sparse,
+    is_torch_tensor,
+    to_cupy,
+    to_numpy,
+)
+from ._common import centre_columns, tril_in_place
+from ._cpu import CPUBackend, cholmod_available
+from ._extended import SlicedMatrix, two_sum
 from ._threads import managed_blas_threads
 
 logger = logging.getLogger("skgpu")
@@ -56,9 +81,10 @@ def _why(exc):
 
 
 OPERATIONS = (
-    "asarray", "to_host", "column_mean", "gram", "centred_gram", "matmul", "spmm",
-    "scale_rows", "sq_dist", "eigh", "svd", "randomized_svd", "qr", "qr_r", "cholesky",
-    "solve_triangular", "sparse_spd",
+    "asarray", "to_host", "free_bytes", "csr_matrix", "csr_from_coo", "column_mean", "gram",
+    "centred_gram", "matmul", "spmm", "scale_rows", "sq_dist", "eigh", "svd",
+    "randomized_svd", "qr", "qr_r", "cholesky", "solve_triangular", "solve_triangular_right",
+    "sparse_spd",
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.
@@ -220,6 +246,17 @@ def is_out_of_memory(exc):
     return gpu_oom(exc)
 
 
+def gpu_free_bytes() -> int | None:
+    """Free memory of the current GPU plus what CuPy's pool holds unused, or None where
+    the GPU backend is not usable."""
+    if not gpu_status()[0]:
+        return None
+    try:
+        return get_backend("gpu").free_bytes()
+    except Exception:
+        return None
+
+
 _observers = threading.local()
 
 
@@ -283,6 +320,11 @@ def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
 
 
 __all__ = [
-    "GPU_REQUIREMENTS", "OPERATIONS", "get_backend", "gpu_status",
-    "gpu_unsupported_reason", "observe_backends", "run_with_fallback", "select_backend",
+    "ContainerSpec", "GPU_REQUIREMENTS", "OPERATIONS", "SlicedMatrix", "centre_columns",
+    "cholmod_available", "container_of", "convert_output", "cupy_module",
+    "cupy_sparse_module", "get_backend", "gpu_free_bytes", "gpu_status",
+    "gpu_unsupported_reason", "is_cupy_array", "is_cupy_sparse", "is_dask_array",
+    "is_dask_collection", "is_device_array", "is_sparse", "is_torch_tensor",
+    "observe_backends", "run_with_fallback", "select_backend", "to_cupy", "to_numpy",
+    "tril_in_place", "two_sum",
 ]

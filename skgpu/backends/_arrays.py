@@ -117,6 +117,21 @@ def to_numpy(a):
     return np.asarray(a)
 
 
+def cupy_module():
+    """CuPy, the array module of device arrays (imported where it is asked for: callers
+    hold CuPy data already)."""
+    import cupy
+
+    return cupy
+
+
+def cupy_sparse_module():
+    """``cupyx.scipy.sparse``."""
+    import cupyx.scipy.sparse
+
+    return cupyx.scipy.sparse
+
+
 def to_cupy(a):
     """Any supported array moved to (or viewed on) the current GPU as CuPy."""
     if is_cupy_array(a) or is_cupy_sparse(a):  # first: this is on every call's path

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
@@ -118,6 +120,26 @@ def _cholmod():
     except ImportError:
         return None
     return cholmod
+
+
+def host_available_bytes() -> int | None:
+    """Memory the host can give without swapping (Linux: MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def cholmod_available() -> bool:
+    """Whether the CPU backend's sparse factor is CHOLMOD (else SciPy's SuperLU)."""
+    return _cholmod() is not None
 
 
 class CholmodSPDFactor:
@@ -273,6 +295,10 @@ class CPUBackend:
     def free_memory(self):
         pass
 
+    def free_bytes(self):
+        """Memory the host can give without swapping (Linux: MemAvailable), or None."""
+        return host_available_bytes()
+
     # dense ----------------------------------------------------------------------------
     def column_mean(self, X, sample_weight=None):
         n = X.shape[0]
@@ -303,6 +329,14 @@ class CPUBackend:
         if rest is not None:
             mean = (mean.astype(np.float64) + rest).astype(G.dtype)
         return (mean, G, X) if return_X else (mean, G)
+
+    def csr_matrix(self, values, indices, indptr, shape):
+        """A CSR matrix on this backend from its arrays."""
+        return sp.csr_matrix((values, indices, indptr), shape=shape)
+
+    def csr_from_coo(self, values, rows, cols, shape):
+        """A CSR matrix on this backend from coordinates (duplicates summed)."""
+        return sp.coo_matrix((values, (rows, cols)), shape=shape).tocsr()
 
     def matmul(self, a, b, bias=None):
         out = a @ b
@@ -379,6 +413,18 @@ class CPUBackend:
     def solve_triangular(self, L, B):
         """``L⁻¹ B`` for a lower-triangular L (only its lower triangle is read)."""
         return sla.solve_triangular(L, B, lower=True, check_finite=False)
+
+    def solve_triangular_right(self, L, C):
+        """In place ``C ← C L⁻ᵀ`` (rows ``(L⁻¹ cᵢ)ᵀ``) for a Fortran-ordered k × n C and
+        a lower-triangular L (only its lower triangle is read): BLAS trsm from the right,
+        as the GPU backend's."""
+        if not C.flags.f_contiguous:
+            raise ValueError("solve_triangular_right needs a Fortran-ordered C")
+        trsm = sla.get_blas_funcs("trsm", (L, C))
+        out = trsm(1.0, L, C, side=1, lower=1, trans_a=1, overwrite_b=1)
+        if out is not C:  # (BLAS wrote a copy: a dtype or an alignment it needed)
+            C[...] = out
+        return C
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
         """Factor of the SPD ``A``; ``overwrite=True`` may reuse A's memory (A must

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends._arrays import is_dask_array, is_dask_collection, to_numpy
+from ..backends import is_dask_array, is_dask_collection, to_numpy
 from ..utils.validation import _STRINGS_MESSAGE
 from ..utils._sklearn_private import (
     _assert_all_finite,

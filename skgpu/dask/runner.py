@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from ..backends._arrays import is_dask_array
+from ..backends import is_dask_array
 
 
 def blocks(X):
@@ -60,7 +60,7 @@ def host(tree):
         return type(tree)(host(t) for t in tree)
     if tree is None or isinstance(tree, (int, float, np.ndarray, np.generic)):
         return tree
-    from ..backends._arrays import to_numpy
+    from ..backends import to_numpy
 
     a = to_numpy(tree)
     return float(a) if a.ndim == 0 else a

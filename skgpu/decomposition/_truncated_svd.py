@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._typing import MatrixLike
 from ..backends import get_backend, run_with_fallback
-from ..backends._arrays import container_of, convert_output, is_dask_collection, to_numpy
+from ..backends import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, fit_context

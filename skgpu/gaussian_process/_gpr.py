@@ -19,8 +19,8 @@ from sklearn.utils import check_random_state
 
 from .._typing import ArrayLike, MatrixLike, RandomStateLike
 from ..backends import run_with_fallback
-from ..backends._arrays import container_of, convert_output, to_numpy
-from ..backends._common import tril_in_place
+from ..backends import container_of, convert_output, to_numpy
+from ..backends import tril_in_place
 from ..utils._cache import Identity, cached, store
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, fit_context, progress_logging
@@ -975,8 +975,8 @@ def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return
     # on the GPU, from a factor in its Fortran-ordered buffer: K(X_train, X*) evaluated
     # (the same numbers, transposed: C-ordered n × b is Fortran-ordered b × n) and solved
     # in place from the right, ~5 % faster than L⁻¹ K(X*, X_train)ᵀ from the left
-    right = (return_std and hasattr(ops, "solve_triangular_right")
-             and getattr(lower, "flags", None) is not None and lower.flags.f_contiguous)
+    right = (return_std and getattr(lower, "flags", None) is not None
+             and lower.flags.f_contiguous)
     block_bytes = max(_PREDICT_BLOCK_BYTES, int(PREDICT_BLOCK_FRACTION * 8 * n * n))
     block = max(1, min(m, block_bytes // (8 * n)))
     mean = np.empty((m, alpha.shape[1]))

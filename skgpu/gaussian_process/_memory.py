@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 import tracemalloc
 
 import numpy as np
 
-from ..backends._common import tril_in_place
+from ..backends import tril_in_place
 from ..exceptions import GPUOutOfMemoryError
 
 logger = logging.getLogger("skgpu")
@@ -57,33 +56,19 @@ LOG_TIME_MIN_SAMPLES = 5_000
 
 
 def host_available_bytes() -> int | None:
-    """Memory the host can give without swapping (Linux: MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+    """Memory the host can give without swapping, or None (the CPU backend's
+    ``free_bytes``; patched by the tests here)."""
+    from ..backends import get_backend
+
+    return get_backend("cpu").free_bytes()
 
 
 def gpu_free_bytes() -> int | None:
-    """Free memory of the current GPU plus what CuPy's pool holds unused, or None."""
-    from ..backends import gpu_status
+    """Free memory of the current GPU plus what CuPy's pool holds unused, or None (the
+    backend seam's :func:`skgpu.backends.gpu_free_bytes`; patched by the tests here)."""
+    from ..backends import gpu_free_bytes as free_bytes
 
-    if not gpu_status()[0]:
-        return None
-    try:
-        import cupy as cp
-
-        free, _ = cp.cuda.runtime.memGetInfo()
-        return int(free + cp.get_default_memory_pool().free_bytes())
-    except Exception:
-        return None
+    return free_bytes()
 
 
 def measure_multiplier(make_lml, kernel, n, gradient, probe=PROBE_SAMPLES):

@@ -344,12 +344,7 @@ class _Pattern:
         self.diagonal = ops.xp.flatnonzero(self.pairs.rows == self.pairs.cols)
 
     def matrix(self, ops, values):
-        if ops.is_gpu:
-            import cupyx.scipy.sparse as csp
-
-            return csp.csr_matrix((values, ops.asarray(self.indices),
-                                   ops.asarray(self.indptr)), shape=(self.n, self.n))
-        return sp.csr_matrix((values, self.indices, self.indptr), shape=(self.n, self.n))
+        return ops.csr_matrix(values, self.indices, self.indptr, (self.n, self.n))
 
 
 class SparseLogMarginalLikelihood:
@@ -568,12 +563,7 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
     pairs = Pairs(ops, Xt, lml.X, rows, cols, same=False)
     value, _ = pair_values(kernel, pairs)
     values = xp.broadcast_to(xp.asarray(value, dtype=np.float64), (pairs.size,)).copy()
-    if ops.is_gpu:
-        import cupyx.scipy.sparse as csp
-
-        Ks = csp.coo_matrix((values, (pairs.rows, pairs.cols)), shape=(m, n)).tocsr()
-    else:
-        Ks = sp.coo_matrix((values, (rows, cols)), shape=(m, n)).tocsr()
+    Ks = ops.csr_from_coo(values, pairs.rows, pairs.cols, (m, n))
     mean = ops.to_host(ops.spmm(Ks, alpha_vec))
     if not (return_std or return_cov):
         return mean, None

@@ -27,8 +27,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._typing import ArrayLike, MatrixLike
 from ..backends import get_backend, run_with_fallback
-from ..backends._common import centre_columns
-from ..backends._arrays import (
+from ..backends import centre_columns
+from ..backends import (
     container_of,
     convert_output,
     is_dask_collection,
@@ -805,7 +805,7 @@ class _ExactResiduals:
     scaled copy and its slices): 2 + 5 + 6 = 13 for 500,000 × 256."""
 
     def __init__(self, ops, inp, y, X_offset, y_offset, sqrt_sw, fit_intercept):
-        from ..backends._extended import SlicedMatrix, two_sum
+        from ..backends import SlicedMatrix, two_sum
 
         xp = ops.xp
         X = ops.asarray(inp.data, dtype=np.float64)
@@ -851,7 +851,7 @@ def _refined_residuals(ops, spec, exact, a_cols, targets):
     than r where X β cancels y), until the step is below 1e-11 of β (at most
     ``_REFINE_STEPS``). The float64 route's error at cond 1e10 lies entirely in r (exact
     r: 4e-12–2e-10 against 1e-8–1e-7; ``benchmarks/probes/ridgecv_error_parts.py``)."""
-    from ..backends._extended import two_sum
+    from ..backends import two_sum
 
     xp = ops.xp
     lam = spec.s * spec.s

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.metrics import r2_score
 
 from .._typing import ArrayLike, MatrixLike
-from ..backends._arrays import is_cupy_array, is_device_array, to_cupy, to_numpy
+from ..backends import cupy_module, is_cupy_array, is_device_array, to_cupy, to_numpy
 
 
 def r2_score_where_the_data_is(y_true, y_pred, sample_weight=None):
@@ -95,8 +95,7 @@ def _as_device_values(a):
 def _r2_parts_on_device(y_true, y_pred, sample_weight):
     """Per output, ``Σ w (y - ŷ)²`` and ``Σ w (y - ȳ_w)²`` as NumPy float64 vectors, or
     None when the input is not the plain valid case (then scikit-learn decides)."""
-    import cupy as cp
-
+    cp = cupy_module()
     y, p = _as_device_values(y_true), _as_device_values(y_pred)
     if y is None or p is None or y.ndim not in (1, 2) or p.ndim not in (1, 2):
         return None

@@ -16,9 +16,10 @@ from sklearn.utils.validation import check_consistent_length
 from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from ._sklearn_private import _check_feature_names, _check_n_features, _check_y
-from ..backends._arrays import (
+from ..backends import (
     ContainerSpec,
     container_of,
+    cupy_module,
     is_cupy_array,
     is_cupy_sparse,
     is_device_array,
@@ -234,7 +235,7 @@ def _check_y_on_device(y, *, multi_output):
             raise ValueError(
                 f"y should be a 1d array, got an array of shape {y.shape} instead."
             )
-    import cupy as cp
+    cp = cupy_module()
 
     if y.size and not bool(cp.isfinite(cp.sum(y, dtype=cp.float64))):
         if bool(cp.isnan(y).any()):
@@ -311,7 +312,7 @@ def _assert_all_finite_on_device(values, name):
     A sum accumulated in float64 is finite exactly when every element is (NaN and ±inf
     propagate), short of float64 overflow, which the detailed check then rules out.
     """
-    import cupy as cp
+    cp = cupy_module()
 
     if values.size == 0 or bool(cp.isfinite(cp.sum(values, dtype=cp.float64))):
         return

@@ -84,6 +84,11 @@ class GPUBackend:
             G -= X.shape[0] * cp.outer(mean, mean)
         return G
 
+    def free_bytes(self):
+        """Free memory of the device plus what CuPy's pool holds unused."""
+        free, _ = cp.cuda.runtime.memGetInfo()
+        return int(free + cp.get_default_memory_pool().free_bytes())
+
     def centred_gram(self, X, return_X=False, mean=None, anchored=False):
         """``(mean, (X - mean)ᵀ(X - mean))``, and X on the device with ``return_X``. A
         NumPy X of ``staging.STREAM_MIN_BYTES`` or more is streamed to the GPU in chunks
@@ -106,6 +111,16 @@ class GPUBackend:
         if rest is not None:
             mean = (mean.astype(cp.float64) + rest).astype(G.dtype)
         return (mean, G, *kept)
+
+    def csr_matrix(self, values, indices, indptr, shape):
+        """A CSR matrix on the device from its arrays (CuPy's: 32-bit indices)."""
+        return csp.csr_matrix((self.asarray(values), cp.asarray(indices),
+                               cp.asarray(indptr)), shape=shape)
+
+    def csr_from_coo(self, values, rows, cols, shape):
+        """A CSR matrix on the device from coordinates (duplicates summed)."""
+        return csp.coo_matrix((self.asarray(values), (cp.asarray(rows), cp.asarray(cols))),
+                              shape=shape).tocsr()
 
     def matmul(self, a, b, bias=None):
         if is_sparse(a):
