@@ -222,7 +222,7 @@ def test_pattern_and_analysis_are_reused(rng, monkeypatch):
     gpr = GaussianProcessRegressor(SPARSE_VS_DENSE["tapered_matern"], random_state=0)
     gpr.fit(X, y)
     assert len(built) == 1, "a fixed taper needs one pattern for the whole fit"
-    lml = gpr._device_cache["state"][1][2]  # (what it copies, the state)
+    lml = gpr._device_cache["state"][1].lml  # (what it copies, the state)
     assert lml.n_factorizations > 10  # refactorisations on that one pattern
 
 

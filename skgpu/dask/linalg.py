@@ -397,7 +397,7 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
     check_row_chunked(X)
     device = runner.configured_device()
     run = runner.for_fit(X, (y, w))
-    plan = run.keywords["plan"]  # the graph below submits on it directly
+    plan = run.plan  # the graph below submits on it directly
     p = X.shape[1]
     eps = np.finfo(np.float64).eps
 
@@ -425,9 +425,9 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
         if plan:
             logger.debug("dask pass: chunk statistics (gram)")
             # one group (all chunks on one worker): both passes in one task
-            parts = None if len(plan[3]) == 1 else runner.submit(
+            parts = None if len(plan.groups) == 1 else runner.submit(
                 plan, _chunk_stats, _GRAM_ARGS, _fold_chunks("gram"), _GRAM_OPERATIONS, device)
-            out = runner.gather(plan[0], runner.per_group(plan, _loo_task, parts, alphas,
+            out = runner.gather(plan.client, runner.per_group(plan, _loo_task, parts, alphas,
                                                           fit_intercept, device))
             logger.debug("dask pass: leave-one-out")
             args = out[0][1]

@@ -8,8 +8,8 @@ in-memory fit does (CuPy chunks run on the GPU). No scheduler or communication o
 
 from __future__ import annotations
 
-import functools
 import threading
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -98,10 +98,20 @@ def persisted(client, arr, n_blocks):
     return [futures[k] for k in keys]
 
 
+class Plan(NamedTuple):
+    """Where a persisted X's chunks are: the ``client``, each block's future
+    (``blocks``), the vectors' blocks (``vectors``: futures or NumPy slices, one list per
+    vector) and the block indices grouped by the worker that holds them (``groups``)."""
+
+    client: Any
+    blocks: list
+    vectors: list
+    groups: dict
+
+
 def locality_plan(X, vectors):
-    """With a ``dask.distributed`` client and X (and every dask vector) persisted: the
-    client, each block's future, the vectors' blocks (futures or NumPy slices), and the
-    blocks grouped by the worker that holds them. None otherwise.
+    """With a ``dask.distributed`` client and X (and every dask vector) persisted, its
+    :class:`Plan`; None otherwise.
 
     A fit of several passes asks for it once (:func:`runner`): where the chunks are is
     one scheduler round trip.
@@ -138,7 +148,7 @@ def locality_plan(X, vectors):
     for i, f in enumerate(fx):
         holders = who.get(f.key) or who.get(str(f.key)) or [None]
         groups.setdefault(sorted(holders)[0], []).append(i)
-    return client, fx, vecs, groups
+    return Plan(client, fx, vecs, groups)
 
 
 def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), plan=None):
@@ -165,12 +175,12 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
                                            common, device, operations)
                        for i, b in enumerate(chunks)])
         return list(out) if reduce is not None else [r for res in out for r in res]
-    out = gather(plan[0], submit(plan, func, args, reduce, operations, device))
+    out = gather(plan.client, submit(plan, func, args, reduce, operations, device))
     if reduce is not None:
         return out
-    groups = plan[3]
+    groups = plan.groups
     order = [i for idx in groups.values() for i in idx]
-    results = [None] * len(plan[1])
+    results = [None] * len(plan.blocks)
     for i, r in zip(order, [r for res in out for r in res]):
         results[i] = r
     return results
@@ -183,7 +193,7 @@ def per_group(plan, task, *args):
     until :func:`gather`."""
     import dask
 
-    _, fx, vecs, groups = plan
+    fx, vecs, groups = plan.blocks, plan.vectors, plan.groups
     task = dask.delayed(task, pure=False)
     tasks = []
     for worker, idx in groups.items():
@@ -250,11 +260,21 @@ def _lost_work(exc):
             or type(exc).__name__ == "KilledWorker")
 
 
+class FitRun:
+    """:func:`run` for the passes of one fit over X and ``vectors``, with the locality
+    plan made once (``plan``: a :class:`Plan`, or False without one)."""
+
+    def __init__(self, X, vectors=()):
+        self.X, self.vectors = X, vectors
+        self.plan = locality_plan(X, vectors) or False
+
+    def __call__(self, func, args=(), reduce=None, *, operations=("matmul",)):
+        return run(func, self.X, self.vectors, args, reduce, operations=operations,
+                   plan=self.plan)
+
+
 def for_fit(X, vectors=()):
-    """``run`` for the passes of one fit over X and ``vectors``, with the locality plan
-    made once."""
-    plan = locality_plan(X, vectors) or False
-    return functools.partial(run, X=X, vectors=vectors, plan=plan)
+    return FitRun(X, vectors)
 
 
 

@@ -8,7 +8,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sklearn.base import clone
@@ -263,13 +263,24 @@ def _factor_stays_on(ops):
     return ops.is_gpu
 
 
+class _FittedState(NamedTuple):
+    """What predict needs of a fit, on one backend (cached on the estimator)."""
+
+    path: str  # "dense" or "sparse"
+    backend: str  # the name of the backend the arrays are on
+    X: Any  # dense: the training inputs on the backend; sparse: None
+    lower: Any  # dense: the Cholesky factor (its lower triangle); sparse: None
+    lml: Any  # sparse: the likelihood object holding the sparse factor; dense: None
+    alpha: Any  # the weights K⁻¹y on the backend
+
+
 @dataclass
 class _FitResult:
     kernel: object
     lml_value: float
     L: Any  # ndarray; None on the sparse path; ON_DEVICE: L_ fetched when first read
     alpha: np.ndarray
-    device_state: tuple  # (backend name, X, lower factor, alpha) on that backend
+    device_state: _FittedState
     n_evaluations: int = 0
 
 
@@ -683,7 +694,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         if lml_value is None:
             lml.n_evaluations += 1
             lml_value = _lml_from(ops, lml.y, alpha_dev, factor.logdet())
-        state = ("sparse", ops.name, lml, alpha_dev)
+        state = _FittedState("sparse", ops.name, None, None, lml, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=None,
                           alpha=ops.to_host(alpha_dev), device_state=state,
                           n_evaluations=lml.n_evaluations)
@@ -715,15 +726,14 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         # L_ is first read (pickling, as_sklearn, or the user): see __getattr__.
         lower = tril_in_place(factor.lower, ops.xp)
         L = ON_DEVICE if _factor_stays_on(ops) else lower
-        state = ("dense", ops.name, lml.X, factor.lower, alpha_dev)
+        state = _FittedState("dense", ops.name, lml.X, factor.lower, None, alpha_dev)
         return _FitResult(kernel=kernel, lml_value=lml_value, L=L,
                           alpha=ops.to_host(alpha_dev), device_state=state,
                           n_evaluations=lml.n_evaluations)
 
     def _state_on(self, ops):
-        """The fitted state on ``ops``, cached after the fit (rebuilt after unpickling):
-        ``("dense", name, X_train, lower factor, alpha)`` or
-        ``("sparse", name, sparse LML object holding the factor, alpha)``."""
+        """The :class:`_FittedState` on ``ops``, cached after the fit (rebuilt after
+        unpickling, or on the other backend)."""
         def make():
             alpha = ops.asarray(self.alpha_.reshape(self.alpha_.shape[0], -1))
             if getattr(self, "cholesky_", "dense") == "sparse":
@@ -731,15 +741,16 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                                                   getattr(self, "_fit_alpha", self.alpha))
                 lml._ensure_pattern(support_radius(self.kernel_))
                 lml.factorize(self.kernel_)
-                state = ("sparse", ops.name, lml, alpha)
+                state = _FittedState("sparse", ops.name, None, None, lml, alpha)
             else:
-                state = ("dense", ops.name,
-                         ops.asarray(np.asarray(self.X_train_, dtype=np.float64)),
-                         ops.asarray(np.asfortranarray(self.L_)), alpha)
+                state = _FittedState(
+                    "dense", ops.name,
+                    ops.asarray(np.asarray(self.X_train_, dtype=np.float64)),
+                    ops.asarray(np.asfortranarray(self.L_)), None, alpha)
             return state
 
         state = cached(self, "state", self._state_sources(), make)
-        if state[1] != ops.name:  # made on the other backend
+        if state.backend != ops.name:  # made on the other backend
             state = make()
             store(self, "state", self._state_sources(), state)
         return state
@@ -853,12 +864,12 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 
         def work(ops):
             state = self._state_on(ops)
-            if state[0] == "sparse":
-                return sparse_predict(ops, self.kernel_, state[2], X, state[3], kdiag=kdiag,
-                                      return_std=return_std, return_cov=return_cov,
-                                      block_bytes=_PREDICT_BLOCK_BYTES)
-            return _predict(ops, self.kernel_, X, *state[2:], kdiag=kdiag,
-                            return_std=return_std, return_cov=return_cov)
+            if state.path == "sparse":
+                return sparse_predict(ops, self.kernel_, state.lml, X, state.alpha,
+                                      kdiag=kdiag, return_std=return_std,
+                                      return_cov=return_cov, block_bytes=_PREDICT_BLOCK_BYTES)
+            return _predict(ops, self.kernel_, X, state.X, state.lower, state.alpha,
+                            kdiag=kdiag, return_std=return_std, return_cov=return_cov)
 
         operations = (("sparse_spd", "spmm") if sparse
                       else ("cholesky", "solve_triangular", "matmul"))
@@ -925,11 +936,10 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         if name == "L_" and d.get("_pending_L"):
             entry = d.get("_device_cache", {}).get("state")  # (sources, state)
             state = None if entry is None else entry[1]
-            if state is not None and state[0] == "dense":
+            if state is not None and state.path == "dense":
                 from ..backends import get_backend
 
-                lower = state[3]
-                L = get_backend(state[1]).to_host(lower.T).T
+                L = get_backend(state.backend).to_host(state.lower.T).T
                 L.flags.writeable = False  # replaced, never edited (see _state_sources)
                 d["L_"] = L
                 del d["_pending_L"]
