@@ -169,3 +169,113 @@ def test_documentation_url_from_the_package_metadata(monkeypatch):
         assert _doc_link.documentation_url() == ".."
         assert PCA()._get_doc_link() == "../generated/skgpu.decomposition.PCA.html"
     _doc_link._metadata_url.cache_clear()
+
+
+# --------------------------------------------------------------------------------------
+# skgpu.as_sklearn: whole object graphs, for shipping a model
+# --------------------------------------------------------------------------------------
+def _graph(rng):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X = rng.standard_normal((150, 8)) + np.linspace(0, 3, 8)
+    y = X @ rng.standard_normal(8) + 0.1 * rng.standard_normal(150)
+    columns = ColumnTransformer([("svd", TruncatedSVD(2, random_state=0), [0, 1, 2, 3]),
+                                 ("pca", PCA(2), [4, 5, 6, 7])])
+    pipe = Pipeline([("columns", columns), ("scale", StandardScaler()),
+                     ("ridge", RidgeCV(alphas=[0.1, 1.0, 10.0]))])
+    search = GridSearchCV(make_pipeline(StandardScaler(), PCA(), Ridge()),
+                          {"pca__n_components": [2, 4], "ridge": [Ridge(), Ridge(alpha=3.0)]},
+                          cv=3)
+    with skgpu.config_context(device="cpu"):
+        return X, y, pipe.fit(X, y), search.fit(X, y)
+
+
+def test_as_sklearn_converts_whole_graphs(rng):
+    X, y, pipe, search = _graph(rng)
+    for fitted in (pipe, search):
+        converted = skgpu.as_sklearn(fitted)
+        assert b"skgpu" not in pickle.dumps(converted)
+        assert b"skgpu" in pickle.dumps(fitted)  # the original is left as it was
+        np.testing.assert_allclose(converted.predict(X), fitted.predict(X), rtol=1e-10,
+                                   atol=1e-12)
+    converted = skgpu.as_sklearn(search)
+    assert type(converted.best_estimator_.steps[1][1]) is skd.PCA
+    # the candidates in cv_results_ too
+    assert all(type(r) is skl.Ridge for r in converted.cv_results_["param_ridge"])
+    assert converted.best_params_["ridge"].get_params() == \
+        search.best_params_["ridge"].get_params()
+    single = skgpu.as_sklearn(search.best_estimator_[1])
+    assert type(single) is skd.PCA
+
+
+def test_a_converted_model_loads_and_predicts_where_skgpu_is_not_installed(rng, tmp_path):
+    import subprocess
+    import sys
+
+    X, _, pipe, _ = _graph(rng)
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps(skgpu.as_sklearn(pipe)))
+    np.save(tmp_path / "X.npy", X)
+    script = ("import sys, pickle, numpy as np\n"
+              "sys.modules['skgpu'] = None  # import skgpu fails here\n"
+              "model = pickle.load(open('model.pkl', 'rb'))\n"
+              "np.save('out.npy', model.predict(np.load('X.npy')))\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), pipe.predict(X), rtol=1e-10,
+                               atol=1e-12)
+
+
+def test_a_model_fitted_under_the_accelerator_ships_as_scikit_learn(tmp_path):
+    import subprocess
+    import sys
+
+    fit = ("import pickle, numpy as np, skgpu\n"
+           "from sklearn.decomposition import PCA\n"
+           "from sklearn.linear_model import RidgeCV\n"
+           "from sklearn.pipeline import make_pipeline\n"
+           "rng = np.random.default_rng(0)\n"
+           "X = rng.standard_normal((120, 6)); y = X @ rng.standard_normal(6)\n"
+           "model = make_pipeline(PCA(4), RidgeCV()).fit(X, y)\n"
+           "assert type(model[0]).__module__.startswith('skgpu')\n"
+           "pickle.dump(skgpu.as_sklearn(model), open('model.pkl', 'wb'))\n"
+           "np.save('X.npy', X); np.save('ours.npy', model.predict(X))\n")
+    (tmp_path / "fit.py").write_text(fit)
+    out = subprocess.run([sys.executable, "-m", "skgpu.accel", "fit.py"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    load = ("import sys, pickle, numpy as np\n"
+            "sys.modules['skgpu'] = None\n"
+            "model = pickle.load(open('model.pkl', 'rb'))\n"
+            "np.save('theirs.npy', model.predict(np.load('X.npy')))\n")
+    out = subprocess.run([sys.executable, "-c", load], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "theirs.npy"),
+                               np.load(tmp_path / "ours.npy"), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_onnx_export_of_a_converted_pipeline_predicts_as_skgpu(seed):
+    skl2onnx = pytest.importorskip("skl2onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from skl2onnx.common.data_types import FloatTensorType
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_normal((300, 10)) * np.geomspace(3, 0.3, 10)).astype(np.float32)
+    y = X @ rng.standard_normal(10) + 0.05 * rng.standard_normal(300)
+    model = make_pipeline(StandardScaler(), PCA(5), RidgeCV(alphas=[0.1, 1.0, 10.0]))
+    model.fit(X, y)
+    onx = skl2onnx.convert_sklearn(skgpu.as_sklearn(model),
+                                   initial_types=[("X", FloatTensorType([None, 10]))])
+    session = ort.InferenceSession(onx.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got = session.run(None, {"X": X})[0].ravel()
+    want = model.predict(X)
+    # ONNX computes in float32: agreement to float32's rounding of the pipeline's sums
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.max(np.abs(want)))

@@ -96,3 +96,85 @@ class SklearnConversionMixin(DocumentationLinkMixin):
             setattr(ours, our_name, getattr(estimator, their_name))
         ours.backend_ = "cpu"  # fitted by scikit-learn, on the host
         return ours
+
+
+def as_sklearn_graph(obj: Any) -> Any:
+    """``obj`` with every skgpu estimator in it replaced by scikit-learn's own class.
+
+    Walks a fitted object graph: estimators' attributes (a Pipeline's ``steps``, a
+    ColumnTransformer's ``transformers_``, a search's ``best_estimator_`` and
+    ``cv_results_`` and ``scorer_``, nested ones: any object's attributes), lists, tuples,
+    dicts and object arrays. A fitted skgpu
+    estimator becomes :meth:`SklearnConversionMixin.as_sklearn`'s copy, an unfitted one
+    scikit-learn's class with the same parameters. Other objects are shallow-copied where
+    they hold something converted, and shared otherwise; ``obj`` itself is not changed.
+    """
+    return _convert(obj, {})
+
+
+def _plain_instance(obj):
+    """An instance of a Python class with attributes to walk (a scorer holding its
+    estimator), not a class, module, function or NumPy object."""
+    import types
+
+    import numpy as np
+
+    return (hasattr(obj, "__dict__") and not isinstance(obj, (
+        type, types.ModuleType, types.FunctionType, types.MethodType,
+        types.BuiltinFunctionType, np.ndarray, np.random.RandomState,
+        np.random.Generator)))
+
+
+def _convert(obj, memo):
+    key = id(obj)
+    if key in memo:
+        return memo[key]
+    import numpy as np
+    from sklearn.base import BaseEstimator
+    from sklearn.exceptions import NotFittedError
+
+    memo[key] = obj  # (until converted: a graph may refer back to it)
+    if isinstance(obj, SklearnConversionMixin):
+        try:
+            out = obj.as_sklearn()
+        except NotFittedError:
+            params = {k: _convert(v, memo) for k, v in obj.get_params(deep=False).items()}
+            theirs = _sklearn_class(type(obj))
+            accepted = set(theirs().get_params(deep=False))
+            out = theirs(**{k: v for k, v in params.items() if k in accepted})
+    elif isinstance(obj, BaseEstimator) or _plain_instance(obj):
+        import copy
+
+        out = copy.copy(obj)
+        memo[key] = out  # (a graph may refer back to it)
+        for name, value in vars(obj).items():
+            converted = _convert(value, memo)
+            if converted is not value:
+                out.__dict__[name] = converted
+        if all(out.__dict__[k] is v for k, v in vars(obj).items()):
+            out = obj
+    elif isinstance(obj, (list, tuple)):
+        items = [_convert(v, memo) for v in obj]
+        changed = any(a is not b for a, b in zip(items, obj))
+        if not changed:
+            out = obj
+        elif isinstance(obj, list):
+            out = items
+        elif hasattr(obj, "_fields"):  # a named tuple
+            out = type(obj)(*items)
+        else:
+            out = tuple(items)
+    elif isinstance(obj, dict):
+        items = {k: _convert(v, memo) for k, v in obj.items()}
+        out = obj if all(items[k] is v for k, v in obj.items()) else type(obj)(items)
+    elif isinstance(obj, np.ndarray) and obj.dtype == object:
+        flat = [_convert(v, memo) for v in obj.ravel()]
+        if all(a is b for a, b in zip(flat, obj.ravel())):
+            out = obj
+        else:
+            out = obj.copy()
+            out.ravel()[...] = np.array(flat + [None], dtype=object)[:-1]
+    else:
+        out = obj
+    memo[key] = out
+    return out
