@@ -1,7 +1,7 @@
 """The whole benchmark suite in one command: every estimator, every implementation, n swept.
 
     python benchmarks/run_all.py                 # GPU host: full sizes (~2-3 minutes)
-    python benchmarks/run_all.py --quick         # any machine, CPU only, < 2 minutes
+    python benchmarks/run_all.py --quick         # any machine, CPU only, ~9 s on 2 cores
     python benchmarks/run_all.py --plot-from benchmarks/results/suite_h200.json
 
 Writes ``suite_<tag>.json`` (machine, library versions, one row per measurement: median,
@@ -367,7 +367,7 @@ def plots(doc, out_dir, tag):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="CPU-sized, < 2 minutes")
+    parser.add_argument("--quick", action="store_true", help="CPU-sized, ~9 s on 2 cores")
     parser.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--tag", default=None, help="file name tag (default: quick / gpu)")
     parser.add_argument("--plot-from", default=None, help="only redraw from a suite JSON")
