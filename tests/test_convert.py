@@ -211,28 +211,32 @@ def test_as_sklearn_converts_whole_graphs(rng):
     assert type(single) is skd.PCA
 
 
-def test_a_converted_model_loads_and_predicts_where_skgpu_is_not_installed(rng, tmp_path):
+def _run(args, cwd):
     import subprocess
     import sys
 
+    out = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+#: Loads model.pkl where ``import skgpu`` fails and predicts X.npy into theirs.npy.
+_LOAD_WITHOUT_SKGPU = ("import sys, pickle, numpy as np\n"
+                       "sys.modules['skgpu'] = None\n"
+                       "model = pickle.load(open('model.pkl', 'rb'))\n"
+                       "np.save('theirs.npy', model.predict(np.load('X.npy')))\n")
+
+
+def test_a_converted_model_loads_and_predicts_where_skgpu_is_not_installed(rng, tmp_path):
     X, _, pipe, _ = _graph(rng)
     (tmp_path / "model.pkl").write_bytes(pickle.dumps(skgpu.as_sklearn(pipe)))
     np.save(tmp_path / "X.npy", X)
-    script = ("import sys, pickle, numpy as np\n"
-              "sys.modules['skgpu'] = None  # import skgpu fails here\n"
-              "model = pickle.load(open('model.pkl', 'rb'))\n"
-              "np.save('out.npy', model.predict(np.load('X.npy')))\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), pipe.predict(X), rtol=1e-10,
-                               atol=1e-12)
+    _run(["-c", _LOAD_WITHOUT_SKGPU], tmp_path)
+    np.testing.assert_allclose(np.load(tmp_path / "theirs.npy"), pipe.predict(X),
+                               rtol=1e-10, atol=1e-12)
 
 
 def test_a_model_fitted_under_the_accelerator_ships_as_scikit_learn(tmp_path):
-    import subprocess
-    import sys
-
     fit = ("import pickle, numpy as np, skgpu\n"
            "from sklearn.decomposition import PCA\n"
            "from sklearn.linear_model import RidgeCV\n"
@@ -244,16 +248,8 @@ def test_a_model_fitted_under_the_accelerator_ships_as_scikit_learn(tmp_path):
            "pickle.dump(skgpu.as_sklearn(model), open('model.pkl', 'wb'))\n"
            "np.save('X.npy', X); np.save('ours.npy', model.predict(X))\n")
     (tmp_path / "fit.py").write_text(fit)
-    out = subprocess.run([sys.executable, "-m", "skgpu.accel", "fit.py"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    load = ("import sys, pickle, numpy as np\n"
-            "sys.modules['skgpu'] = None\n"
-            "model = pickle.load(open('model.pkl', 'rb'))\n"
-            "np.save('theirs.npy', model.predict(np.load('X.npy')))\n")
-    out = subprocess.run([sys.executable, "-c", load], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
+    _run(["-m", "skgpu.accel", "fit.py"], tmp_path)
+    _run(["-c", _LOAD_WITHOUT_SKGPU], tmp_path)
     np.testing.assert_allclose(np.load(tmp_path / "theirs.npy"),
                                np.load(tmp_path / "ours.npy"), rtol=1e-10, atol=1e-12)
 
