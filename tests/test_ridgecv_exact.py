@@ -87,7 +87,7 @@ def test_refinement_is_chosen_by_the_error_estimate(ill):
     """Refinement is for the columns whose float64 residual is estimated inaccurate: none
     for a well-conditioned, noisy problem (the speed benchmark's kind), the small alphas
     of an ill-conditioned well-fitted one; never where it cannot converge."""
-    from skgpu.linear_model._ridge import (
+    from skgpu.linear_model._loo import (
         _REFINE_KAPPA_LIMIT, _REFINE_TOLERANCE, _residual_error_estimate)
 
     rng = np.random.default_rng(3)
