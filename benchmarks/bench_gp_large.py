@@ -30,8 +30,8 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 import skgpu
 from skgpu.backends import get_backend
 from skgpu.gaussian_process import GaussianProcessRegressor
-from skgpu.gaussian_process import _gpr
-from skgpu.gaussian_process._gpr import _LogMarginalLikelihood
+from skgpu.gaussian_process import _dense
+from skgpu.gaussian_process._dense import _LogMarginalLikelihood
 
 D = 8
 
@@ -166,14 +166,14 @@ def main(argv=None):
                 with skgpu.config_context(device=device):
                     return gp.predict(Xt, return_std=True)
 
-            for fraction in args.predict_fractions or [_gpr.PREDICT_BLOCK_FRACTION]:
-                default, _gpr.PREDICT_BLOCK_FRACTION = _gpr.PREDICT_BLOCK_FRACTION, fraction
+            for fraction in args.predict_fractions or [_dense.PREDICT_BLOCK_FRACTION]:
+                default, _dense.PREDICT_BLOCK_FRACTION = _dense.PREDICT_BLOCK_FRACTION, fraction
                 try:
                     emit({"case": f"predict(return_std=True), {args.test} test points, "
                                   f"n={n}, block fraction {fraction:g}",
                           "device": device, "skgpu": measure(predict, n, 1, False)})
                 finally:
-                    _gpr.PREDICT_BLOCK_FRACTION = default
+                    _dense.PREDICT_BLOCK_FRACTION = default
         holder.clear()
         gc.collect()
         _sync()

@@ -17,7 +17,7 @@ from skgpu_testing import assert_allclose_rel
 import skgpu
 from skgpu.backends import get_backend
 from skgpu.gaussian_process import GaussianProcessRegressor
-from skgpu.gaussian_process import _gpr
+from skgpu.gaussian_process import _dense
 from skgpu.gaussian_process._kernel_eval import evaluate
 
 # The optimizer on small test data reaches its bounds (ConvergenceWarning); the tests
@@ -217,7 +217,7 @@ def test_predict_in_blocks(monkeypatch, rng, device):
     with skgpu.config_context(device=device):
         gpr = GaussianProcessRegressor(KERNELS["c_rbf_ard_white"], optimizer=None).fit(X, y)
         whole = gpr.predict(X_test, return_std=True)
-        monkeypatch.setattr(_gpr, "_PREDICT_BLOCK_BYTES", 8 * 80 * 10)  # 10 rows a block
+        monkeypatch.setattr(_dense, "_PREDICT_BLOCK_BYTES", 8 * 80 * 10)  # 10 rows a block
         blocked = gpr.predict(X_test, return_std=True)
     for a, b in zip(blocked, whole):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

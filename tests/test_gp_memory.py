@@ -14,7 +14,7 @@ from test_fallback import oom_gpu  # noqa: F401 - the injected out-of-memory GPU
 import skgpu
 from skgpu.backends import get_backend
 from skgpu.gaussian_process import GaussianProcessRegressor, _memory
-from skgpu.gaussian_process._gpr import _LogMarginalLikelihood
+from skgpu.gaussian_process._dense import _LogMarginalLikelihood
 
 KERNELS = {"C*RBF(ARD)+White": lambda d: C() * RBF(np.ones(d)) + WhiteKernel(),
            "C*Matern(2.5)+White": lambda d: C() * Matern(1.0, nu=2.5) + WhiteKernel()}

@@ -23,8 +23,8 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 import skgpu
 from skgpu.backends import get_backend
 from skgpu.gaussian_process import GaussianProcessRegressor
-from skgpu.gaussian_process import _gpr
-from skgpu.gaussian_process._gpr import _LogMarginalLikelihood
+from skgpu.gaussian_process import _dense, _gpr
+from skgpu.gaussian_process._dense import _LogMarginalLikelihood
 from skgpu.gaussian_process._kernel_eval import evaluate, panels_supported
 
 KERNELS = {
@@ -50,8 +50,8 @@ def _data(rng, n, d=3):
 def panels(monkeypatch):
     """Force panels of ``rows`` rows on any n (the large-n path on small data)."""
     def force(rows):
-        monkeypatch.setattr(_gpr, "SINGLE_PANEL_MAX_N", 0)
-        monkeypatch.setattr(_gpr, "panel_rows", lambda n: rows)
+        monkeypatch.setattr(_dense, "SINGLE_PANEL_MAX_N", 0)
+        monkeypatch.setattr(_dense, "panel_rows", lambda n: rows)
     return force
 
 
@@ -127,7 +127,7 @@ def test_gpu_predict_std_solved_from_the_right_equals_the_cpu_path(monkeypatch, 
     real = backend.GPUBackend.solve_triangular_right
     monkeypatch.setattr(backend.GPUBackend, "solve_triangular_right",
                         lambda self, L, C: calls.append(C.shape) or real(self, L, C))
-    monkeypatch.setattr(_gpr, "_PREDICT_BLOCK_BYTES", 8 * 400 * 50)  # 50-row blocks
+    monkeypatch.setattr(_dense, "_PREDICT_BLOCK_BYTES", 8 * 400 * 50)  # 50-row blocks
     with skgpu.config_context(device="gpu"):
         gp = GaussianProcessRegressor(kernel, alpha=1e-8, optimizer=None).fit(X, y)
         mean, std = gp.predict(Xt, return_std=True)
@@ -194,8 +194,8 @@ def test_cpu_peak_memory_is_one_matrix_and_panels(rng, name):
     gp = GaussianProcessRegressor(kernel, alpha=1e-6, optimizer=None)
     Xt = rng.uniform(0, 1, (3 * n, d))
     with pytest.MonkeyPatch.context() as mp, skgpu.config_context(device="cpu"):
-        mp.setattr(_gpr, "SINGLE_PANEL_MAX_N", 0)
-        mp.setattr(_gpr, "_PREDICT_BLOCK_BYTES", 0)  # blocks by PREDICT_BLOCK_FRACTION
+        mp.setattr(_dense, "SINGLE_PANEL_MAX_N", 0)
+        mp.setattr(_dense, "_PREDICT_BLOCK_BYTES", 0)  # blocks by PREDICT_BLOCK_FRACTION
         fit = _peak_in_n2(lambda: gp.fit(X, y), n)
         pred = _peak_in_n2(lambda: gp.predict(Xt, return_std=True), n)
     # the fit keeps L_ (one n²); predict holds a block's kernel terms and its solve

@@ -259,17 +259,17 @@ def test_sparse_pickle_rebuilds_the_factor(rng):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_sparse_predict_in_padded_blocks(rng, monkeypatch, device):
-    from skgpu.gaussian_process import _gpr
+    from skgpu.gaussian_process import _dense
     from skgpu_testing import skip_unless_supported
 
     skip_unless_supported(get_backend(device), "sparse_spd")
     X, y = _field(rng, 600)
     X_test = rng.uniform(0, 1, (101, 2))
     with skgpu.config_context(device=device):
-        gpr = GaussianProcessRegressor(SPARSE_VS_DENSE["tapered_matern"],
-                                       optimizer=None).fit(X, y)
+        gpr = GaussianProcessRegressor(SPARSE_VS_DENSE["tapered_matern"], optimizer=None,
+                                       cholesky="sparse").fit(X, y)
         whole = gpr.predict(X_test, return_std=True)
-        monkeypatch.setattr(_gpr, "_PREDICT_BLOCK_BYTES", 8 * 600 * 16)  # 16 points a block
+        monkeypatch.setattr(_dense, "_PREDICT_BLOCK_BYTES", 8 * 600 * 16)  # 16 points a block
         blocked = gpr.predict(X_test, return_std=True)
     for a, b in zip(blocked, whole):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

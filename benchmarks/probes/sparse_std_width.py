@@ -15,7 +15,7 @@ from benchmarks._harness import sparse_gp_problem
 from benchmarks._harness import synchronized as timed
 
 import skgpu
-from skgpu.gaussian_process import GaussianProcessRegressor, _gpr
+from skgpu.gaussian_process import GaussianProcessRegressor, _dense
 
 
 def main():
@@ -26,7 +26,7 @@ def main():
         gpr, out["fit_optimizer_none_s"] = timed(
             lambda: GaussianProcessRegressor(kernel, optimizer=None).fit(X, y))
         for w in [int(a) for a in sys.argv[3:]]:
-            _gpr._PREDICT_BLOCK_BYTES = 8 * n * w
+            _dense._PREDICT_BLOCK_BYTES = 8 * n * w
             timed(lambda: gpr.predict(X[:w], return_std=True))
             _, dt = timed(lambda: gpr.predict(X[:m], return_std=True))
             out[f"width_{w}"] = dict(s=dt, per_100k_s=dt * 1e5 / m,
