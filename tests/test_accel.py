@@ -302,6 +302,7 @@ def test_verbose_install_reports_in_process_and_uninstall_restores_the_methods(r
 
     fit = PCA.__dict__["fit"]
     ridge_methods = dict(vars(Ridge))
+    level = logging.getLogger("skgpu").level
     records = []
     handler = logging.Handler()
     handler.emit = records.append
@@ -317,5 +318,6 @@ def test_verbose_install_reports_in_process_and_uninstall_restores_the_methods(r
         logging.getLogger("skgpu.accel").removeHandler(handler)
     assert PCA.__dict__["fit"] is fit
     assert dict(vars(Ridge)) == ridge_methods  # inherited methods: the wrappers removed
+    assert logging.getLogger("skgpu").level == level  # as it was
     PCA(2).fit(rng.standard_normal((50, 4)))
     assert len(records) == 1  # no longer reported

@@ -42,6 +42,7 @@ _totals: dict[tuple[str, str], list] = defaultdict(lambda: [0, 0.0, 0])
 _handler: logging.Handler | None = None
 _summary_registered = False
 _INHERITED = object()  # a reported method the class did not define itself
+_saved_level: int | None = None  # the skgpu logger's level before reporting set INFO
 
 
 def level_from_environment() -> int:
@@ -125,7 +126,7 @@ def _wrap(cls, method):
 
 def start(classes, verbose: int) -> None:
     """Report the calls of ``classes``' methods at ``verbose`` (0: nothing)."""
-    global _verbose, _handler, _summary_registered
+    global _verbose, _handler, _summary_registered, _saved_level
     with _lock:
         _verbose = int(verbose)
         if _verbose <= 0:
@@ -138,7 +139,8 @@ def start(classes, verbose: int) -> None:
             log.propagate = False
         # skgpu's INFO messages are the reasons; records below the root's level still
         # show nowhere else
-        if _skgpu_log.getEffectiveLevel() > logging.INFO:
+        if _skgpu_log.getEffectiveLevel() > logging.INFO and _saved_level is None:
+            _saved_level = _skgpu_log.level
             _skgpu_log.setLevel(logging.INFO)
         for cls in classes:
             for method in METHODS:
@@ -151,9 +153,13 @@ def start(classes, verbose: int) -> None:
 
 
 def stop() -> None:
-    """Stop reporting (the classes get their own methods back)."""
-    global _verbose
+    """Stop reporting (the classes get their own methods back, the ``skgpu`` logger its
+    level)."""
+    global _verbose, _saved_level
     with _lock:
+        if _saved_level is not None:
+            _skgpu_log.setLevel(_saved_level)
+            _saved_level = None
         for (cls, method), original in _wrapped.items():
             if original is _INHERITED:
                 delattr(cls, method)
