@@ -26,6 +26,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from ..backends import observe_backends
+
 #: The methods reported, where an estimator class defines them.
 METHODS = ("fit", "fit_transform", "transform", "inverse_transform", "predict", "score",
            "score_samples", "sample_y", "log_marginal_likelihood")
@@ -104,8 +106,6 @@ def _wrap(cls, method):
     def reported(self, *args, **kwargs):
         if getattr(_state, "depth", 0):  # a call inside a reported one (fit_transform's fit)
             return original(self, *args, **kwargs)
-        from ..backends import observe_backends
-
         collect = _Collect(threading.get_ident())
         _skgpu_log.addHandler(collect)
         _state.depth = 1

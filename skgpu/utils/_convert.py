@@ -8,9 +8,14 @@ scikit-learn fit into skgpu's class. Arrays are shared, not copied.
 
 from __future__ import annotations
 
+import copy
+import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ._doc_link import DocumentationLinkMixin
@@ -115,10 +120,6 @@ def as_sklearn_graph(obj: Any) -> Any:
 def _plain_instance(obj):
     """An instance of a Python class with attributes to walk (a scorer holding its
     estimator), not a class, module, function or NumPy object."""
-    import types
-
-    import numpy as np
-
     return (hasattr(obj, "__dict__") and not isinstance(obj, (
         type, types.ModuleType, types.FunctionType, types.MethodType,
         types.BuiltinFunctionType, np.ndarray, np.random.RandomState,
@@ -129,10 +130,6 @@ def _convert(obj, memo):
     key = id(obj)
     if key in memo:
         return memo[key]
-    import numpy as np
-    from sklearn.base import BaseEstimator
-    from sklearn.exceptions import NotFittedError
-
     memo[key] = obj  # (until converted: a graph may refer back to it)
     if isinstance(obj, SklearnConversionMixin):
         try:
@@ -143,8 +140,6 @@ def _convert(obj, memo):
             accepted = set(theirs().get_params(deep=False))
             out = theirs(**{k: v for k, v in params.items() if k in accepted})
     elif isinstance(obj, BaseEstimator) or _plain_instance(obj):
-        import copy
-
         out = copy.copy(obj)
         memo[key] = out  # (a graph may refer back to it)
         for name, value in vars(obj).items():
