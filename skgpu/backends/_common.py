@@ -4,6 +4,8 @@ import logging
 
 import numpy as np
 
+from ._arrays import to_numpy
+
 logger = logging.getLogger("skgpu")
 
 
@@ -190,3 +192,22 @@ def _shifted_gram(ops, X, mean, n, sparse, seen_in):
         if constant.size:
             delta[ops.asarray(constant) if ops.is_gpu else constant] = 0.0
     return shift, delta, G
+
+
+def quadratic_forms_by_solves(factor, B, xp, block_bytes=1 << 30):
+    """``bᵢᵀ A⁻¹ bᵢ`` for each row of the sparse (m, n) matrix B (of the array module
+    ``xp``'s sparse kind), by full solves with ``factor`` on dense blocks of rows: the
+    way for a factor that does not expose L. Blocks have one fixed width (the last one
+    padded with zero columns), so that a solver tied to a right-hand side's shape
+    (cuDSS) is planned once."""
+    m, n = B.shape
+    block = max(1, min(m, block_bytes // (8 * max(n, 1))))
+    out = np.empty(m)
+    for start in range(0, m, block):
+        stop = min(m, start + block)
+        R = B[start:stop].T.toarray()
+        if stop - start < block:
+            R = xp.concatenate([R, xp.zeros((n, block - (stop - start)))], axis=1)
+        Z = factor.solve(R).reshape(R.shape)
+        out[start:stop] = to_numpy(xp.ones(n) @ (R * Z))[:stop - start]
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -11,7 +12,15 @@ import scipy.sparse.linalg as spla
 from sklearn.utils.extmath import randomized_svd as _sk_randomized_svd
 
 from ._arrays import to_numpy
-from ._common import accurate_centred_gram, not_positive_definite, tril_in_place
+from ._common import (
+    accurate_centred_gram,
+    not_positive_definite,
+    quadratic_forms_by_solves,
+    tril_in_place,
+)
+from ._sparse_rhs import SupernodalForward
+
+logger = logging.getLogger("skgpu")
 
 
 #: Above this order, an eigh asked for its top few pairs computes only those (SciPy).
@@ -91,7 +100,37 @@ class SparseSPDFactor:
                 self._what, f"{int(np.sum(pivots <= 0))} non-positive pivot(s)"
             )
         self._lu = lu
+        self._pivots = pivots
         self._logdet = float(np.sum(np.log(pivots)))
+        self._forward = None
+
+    def quadratic_forms(self, B, block_bytes=1 << 30):
+        """``bᵢᵀ A⁻¹ bᵢ`` for each row of the sparse host matrix B (m, n).
+
+        In symmetric mode without pivoting (``perm_r == perm_c``) SuperLU's
+        ``A[q][:, q] = L̃ U`` with ``U = D L̃ᵀ``, so ``bᵀ A⁻¹ b = ‖L⁻¹ P b‖²`` for the
+        Cholesky-like ``L = L̃ D^½``: forward solves with sparse right-hand sides
+        (:mod:`._sparse_rhs`). Where the permutations differ or L̃'s pattern does not
+        form supernodes, full solves on dense blocks instead (logged)."""
+        B = sp.csr_matrix(B, dtype=np.float64)
+        if self._forward is None:
+            lu = self._lu
+            forward = None
+            if np.array_equal(lu.perm_r, lu.perm_c):
+                L = sp.csc_matrix(lu.L @ sp.diags(np.sqrt(self._pivots)))
+                L.sort_indices()
+                try:
+                    forward = SupernodalForward(L)
+                except ValueError as exc:
+                    logger.debug("SuperLU factor: %s; quadratic forms by full solves", exc)
+            else:
+                logger.debug("SuperLU factor: row and column orders differ; quadratic "
+                             "forms by full solves")
+            self._forward = (forward, np.asarray(lu.perm_c, dtype=np.int64))
+        forward, position_of = self._forward
+        if forward is None:
+            return quadratic_forms_by_solves(self, B, np, block_bytes)
+        return forward.quadratic_forms(_columns_to(B, position_of))
 
     @property
     def shape(self):
@@ -111,6 +150,15 @@ class SparseSPDFactor:
             raise ValueError("refactor needs a matrix with the same sparsity pattern.")
         self._A.data[:] = B.data
         self._factorize()
+
+
+def _columns_to(B, position_of):
+    """A new CSR matrix: B with column j moved to ``position_of[j]`` (B is untouched:
+    sorting the new one's indices moves its values)."""
+    B = sp.csr_matrix((B.data.copy(), position_of[B.indices], B.indptr.copy()),
+                      shape=B.shape)
+    B.sort_indices()
+    return B
 
 
 def _cholmod():
@@ -178,6 +226,7 @@ class CholmodSPDFactor:
         self._numeric_ready = False
         self._selinv = None
         self._positions = None
+        self._forward = None  # (SupernodalForward, position_of) of the current values
         self._numeric()
 
     def _analyse(self):
@@ -223,14 +272,10 @@ class CholmodSPDFactor:
     def logdet(self):
         return self._logdet
 
-    def inverse_on(self, rows, cols):
-        """``A⁻¹`` at the pairs ``(rows[e], cols[e])`` of A's pattern (host integer
-        arrays), by selected inversion of the current factor
-        (:mod:`skgpu.backends._selinv`): exact to rounding, where a difference of
-        log-determinants is not. The symbolic part and the pairs' places are kept while
-        the pattern and the pairs (the same array objects) stay."""
-        from ._selinv import SelectedInverse
-
+    def _read_factor(self):
+        """``(L, order)``: CHOLMOD's current factor as a SciPy CSC matrix (sorted rows)
+        and the ordering with ``A[order][:, order] = L Lᵀ``. cvxopt's ``getfactor``
+        leaves F symbolic: the numeric factor is redone when next needed."""
         cholmod = _cholmod()
         F = self._factor()
         n = self._S.size[0]
@@ -244,6 +289,32 @@ class CholmodSPDFactor:
                            np.asarray(colptr).ravel()), shape=(n, n))
         if not L.has_sorted_indices:
             L.sort_indices()
+        return L, order
+
+    def quadratic_forms(self, B, block_bytes=1 << 30):
+        """``bᵢᵀ A⁻¹ bᵢ = ‖L⁻¹ P bᵢ‖²`` for each row of the sparse host matrix B (m, n),
+        by forward solves that touch only the supernodes each row reaches
+        (:mod:`._sparse_rhs`). The factor's dense supernodal blocks are kept until the
+        values change (:meth:`refactor`); they take about L's bytes."""
+        if self._forward is None:
+            L, order = self._read_factor()
+            position_of = np.empty(order.size, dtype=np.int64)
+            position_of[order] = np.arange(order.size)
+            self._forward = (SupernodalForward(L), position_of)
+        forward, position_of = self._forward
+        B = sp.csr_matrix(B, dtype=np.float64)
+        return forward.quadratic_forms(_columns_to(B, position_of))
+
+    def inverse_on(self, rows, cols):
+        """``A⁻¹`` at the pairs ``(rows[e], cols[e])`` of A's pattern (host integer
+        arrays), by selected inversion of the current factor
+        (:mod:`skgpu.backends._selinv`): exact to rounding, where a difference of
+        log-determinants is not. The symbolic part and the pairs' places are kept while
+        the pattern and the pairs (the same array objects) stay."""
+        from ._selinv import SelectedInverse
+
+        L, order = self._read_factor()
+        n = order.size
         same = (self._selinv is not None and np.array_equal(order, self._order)
                 and np.array_equal(L.indptr, self._selinv.indptr)
                 and np.array_equal(L.indices, self._selinv.indices))
@@ -269,6 +340,7 @@ class CholmodSPDFactor:
                 or not np.array_equal(B.indices, self._indices)):
             raise ValueError("refactor needs a matrix with the same sparsity pattern.")
         self._S.V = self._matrix(B.data[self._lower])
+        self._forward = None  # the blocks copy the old values
         self._numeric()
 
 

@@ -578,19 +578,10 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
         Z = factor.solve(B).reshape(B.shape)
         cov = evaluate_dense_cov(ops, kernel, Xt) - ops.matmul(xp.ascontiguousarray(B.T), Z)
         return mean, ops.to_host(cov)
-    # Blocks of test points as right-hand sides of one fixed width (the last one padded
-    # with zero columns), so that cuDSS plans one solver for all of them.
-    block = max(1, min(m, block_bytes // (8 * n)))
-    var = np.empty(m)
-    for start in range(0, m, block):
-        stop = min(m, start + block)
-        B = Ks[start:stop].T.toarray()
-        if stop - start < block:
-            B = xp.concatenate([B, xp.zeros((n, block - (stop - start)))], axis=1)
-        Z = factor.solve(B).reshape(B.shape)
-        var[start:stop] = (kdiag[start:stop]
-                           - ops.to_host(xp.ones(n) @ (B * Z))[:stop - start])
-    return mean, var
+    # kᵢᵀ K⁻¹ kᵢ for every test point: on the CPU by forward solves through the
+    # supernodes each kᵢ reaches, on the GPU by full solves (see the factors)
+    forms = factor.quadratic_forms(Ks, block_bytes=block_bytes)
+    return mean, kdiag - forms
 
 
 def evaluate_dense_cov(ops, kernel, X):

@@ -11,7 +11,7 @@ import cupyx.scipy.sparse as csp
 import numpy as np
 
 from .._arrays import to_cupy
-from .._common import not_positive_definite
+from .._common import not_positive_definite, quadratic_forms_by_solves
 
 _nvmath_logger = logging.getLogger("skgpu.nvmath")
 
@@ -89,6 +89,11 @@ class GPUSparseSPDFactor:
 
     def logdet(self):
         return self._logdet
+
+    def quadratic_forms(self, B, block_bytes=1 << 30):
+        """``bᵢᵀ A⁻¹ bᵢ`` for each row of the sparse device matrix B (m, n): cuDSS does
+        not give L, so by full solves on dense blocks of rows (host array out)."""
+        return quadratic_forms_by_solves(self, B, cp, block_bytes)
 
     def refactor(self, A):
         """Factor ``A``, a matrix with the same sparsity pattern, reusing the plan."""
