@@ -12,7 +12,7 @@ from sklearn.gaussian_process.kernels import Matern, WhiteKernel
 from skgpu_testing import skip_unless_supported
 
 import skgpu
-from skgpu.backends import _cpu, _sparse_rhs, get_backend
+from skgpu.backends import _common, _cpu, _sparse_rhs, get_backend
 from skgpu.backends._sparse_rhs import SupernodalForward
 from skgpu.gaussian_process import GaussianProcessRegressor
 from skgpu.gaussian_process.kernels import Tapered, Wendland
@@ -124,6 +124,13 @@ def test_superlu_falls_back_to_full_solves_where_the_orders_differ(monkeypatch):
     np.testing.assert_allclose(factor.quadratic_forms(B, block_bytes=8 * 300 * 7),
                                _exact_forms(A, B), rtol=1e-10)
     assert factor._forward[0] is None
+    Bd = B.toarray()
+    exact = Bd @ sla.cho_solve(sla.cho_factor(A.toarray(), lower=True), Bd.T)
+    np.testing.assert_allclose(factor.quadratic_form_matrix(B), exact, rtol=0,
+                               atol=1e-12 * np.abs(exact).max())
+    # in padded blocks of 7 right-hand sides
+    blocked = _common.quadratic_form_matrix_by_solves(factor, B, np, 8 * 300 * 7)
+    np.testing.assert_allclose(blocked, exact, rtol=0, atol=1e-12 * np.abs(exact).max())
 
 
 @pytest.mark.skipif(not _cpu.cholmod_available(), reason="needs CHOLMOD (cvxopt)")
@@ -191,3 +198,42 @@ def test_cpu_sparse_std_uses_the_forward_solves(monkeypatch, name):
                             lambda self, b: calls.append(np.shape(b)) or real(self, b))
         gp.predict(_points(rng, 300), return_std=True)
     assert calls == []
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", _factors())
+def test_quadratic_form_matrix_equals_dense_solves(monkeypatch, seed, name):
+    rng = np.random.default_rng(seed)
+    A, B = _kernel_system(rng, 600, 130)
+    Bd = B.toarray()
+    exact = Bd @ sla.cho_solve(sla.cho_factor(A.toarray(), lower=True), Bd.T)
+    factor = _factor(name, A)
+    for sub_batch in (1, 9, 128):  # pieces shared by several sub-batches, or one
+        monkeypatch.setattr(_sparse_rhs, "SUB_BATCH", sub_batch)
+        G = factor.quadratic_form_matrix(B)
+        np.testing.assert_allclose(G, exact, rtol=0, atol=1e-12 * np.abs(exact).max())
+        np.testing.assert_array_equal(G, G.T)
+        np.testing.assert_allclose(np.diag(G), factor.quadratic_forms(B), rtol=1e-12,
+                                   atol=1e-15)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seed", [0, 3])
+def test_sparse_cov_and_samples_equal_dense(device, seed):
+    skip_unless_supported(get_backend(device), "sparse_spd")
+    rng = np.random.default_rng(seed)
+    X = _points(rng, 1200)
+    y = np.sin(6 * X[:, 0]) + 0.05 * rng.standard_normal(1200)
+    X_test = np.vstack([_points(rng, 250), [[4.0, 4.0]]])
+    params = dict(kernel=KERNELS["tapered_matern"], optimizer=None, alpha=1e-8)
+    with skgpu.config_context(device=device):
+        dense = GaussianProcessRegressor(cholesky="dense", **params).fit(X, y)
+        sparse = GaussianProcessRegressor(cholesky="sparse", **params).fit(X, y)
+        cov_s = sparse.predict(X_test, return_cov=True)[1]
+        cov_d = dense.predict(X_test, return_cov=True)[1]
+        std_s = sparse.predict(X_test, return_std=True)[1]
+        samples_s = sparse.sample_y(X_test, 3, random_state=1)
+        samples_d = dense.sample_y(X_test, 3, random_state=1)
+    np.testing.assert_allclose(cov_s, cov_d, rtol=0, atol=1e-9 * np.abs(cov_d).max())
+    np.testing.assert_allclose(np.sqrt(np.diag(cov_s)), std_s, rtol=1e-9)
+    np.testing.assert_allclose(samples_s, samples_d, rtol=0, atol=1e-6)

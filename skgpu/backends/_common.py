@@ -195,19 +195,36 @@ def _shifted_gram(ops, X, mean, n, sparse, seen_in):
 
 
 def quadratic_forms_by_solves(factor, B, xp, block_bytes=1 << 30):
-    """``bᵢᵀ A⁻¹ bᵢ`` for each row of the sparse (m, n) matrix B (of the array module
-    ``xp``'s sparse kind), by full solves with ``factor`` on dense blocks of rows: the
-    way for a factor that does not expose L. Blocks have one fixed width (the last one
-    padded with zero columns), so that a solver tied to a right-hand side's shape
+    """``bᵢᵀ A⁻¹ bᵢ`` (host array) for each row of the sparse (m, n) matrix B (of the
+    array module ``xp``'s sparse kind), by full solves with ``factor``: the way for a
+    factor that does not expose L (see :func:`_solved_blocks`)."""
+    out = np.empty(B.shape[0])
+    for start, stop, R, Z in _solved_blocks(factor, B, xp, block_bytes):
+        out[start:stop] = to_numpy(xp.ones(R.shape[0]) @ (R * Z))[:stop - start]
+    return out
+
+
+def quadratic_form_matrix_by_solves(factor, B, xp, block_bytes=1 << 30):
+    """``B A⁻¹ Bᵀ`` (dense, an ``xp`` array) for the sparse (m, n) matrix B, by full solves
+    with ``factor`` (see :func:`_solved_blocks`); holds the (m, m) result and two n-row
+    blocks."""
+    m = B.shape[0]
+    out = xp.empty((m, m))
+    for start, stop, _, Z in _solved_blocks(factor, B, xp, block_bytes):
+        out[:, start:stop] = B @ Z[:, :stop - start]
+    return out
+
+
+def _solved_blocks(factor, B, xp, block_bytes):
+    """``(start, stop, R, A⁻¹ R)`` for the rows of B taken as dense right-hand sides
+    ``R = B[start:stop]ᵀ`` (n × block, ~``block_bytes``), of one fixed width: the last
+    block is padded with zero columns, so that a solver tied to a right-hand side's shape
     (cuDSS) is planned once."""
     m, n = B.shape
     block = max(1, min(m, block_bytes // (8 * max(n, 1))))
-    out = np.empty(m)
     for start in range(0, m, block):
         stop = min(m, start + block)
         R = B[start:stop].T.toarray()
         if stop - start < block:
             R = xp.concatenate([R, xp.zeros((n, block - (stop - start)))], axis=1)
-        Z = factor.solve(R).reshape(R.shape)
-        out[start:stop] = to_numpy(xp.ones(n) @ (R * Z))[:stop - start]
-    return out
+        yield start, stop, R, factor.solve(R).reshape(R.shape)

@@ -15,6 +15,7 @@ from ._arrays import to_numpy
 from ._common import (
     accurate_centred_gram,
     not_positive_definite,
+    quadratic_form_matrix_by_solves,
     quadratic_forms_by_solves,
     tril_in_place,
 )
@@ -112,7 +113,23 @@ class SparseSPDFactor:
         Cholesky-like ``L = L̃ D^½``: forward solves with sparse right-hand sides
         (:mod:`._sparse_rhs`). Where the permutations differ or L̃'s pattern does not
         form supernodes, full solves on dense blocks instead (logged)."""
+        forward, position_of = self._forward_solver()
         B = sp.csr_matrix(B, dtype=np.float64)
+        if forward is None:
+            return quadratic_forms_by_solves(self, B, np, block_bytes)
+        return forward.quadratic_forms(_columns_to(B, position_of))
+
+    def quadratic_form_matrix(self, B):
+        """``B A⁻¹ Bᵀ`` (dense) for the sparse host matrix B (m, n), the same way as
+        :meth:`quadratic_forms`."""
+        forward, position_of = self._forward_solver()
+        B = sp.csr_matrix(B, dtype=np.float64)
+        if forward is None:
+            return quadratic_form_matrix_by_solves(self, B, np)
+        return forward.gram(_columns_to(B, position_of))
+
+    def _forward_solver(self):
+        """``(SupernodalForward or None, position_of)`` for the current factor."""
         if self._forward is None:
             lu = self._lu
             forward = None
@@ -127,10 +144,7 @@ class SparseSPDFactor:
                 logger.debug("SuperLU factor: row and column orders differ; quadratic "
                              "forms by full solves")
             self._forward = (forward, np.asarray(lu.perm_c, dtype=np.int64))
-        forward, position_of = self._forward
-        if forward is None:
-            return quadratic_forms_by_solves(self, B, np, block_bytes)
-        return forward.quadratic_forms(_columns_to(B, position_of))
+        return self._forward
 
     @property
     def shape(self):
@@ -296,14 +310,24 @@ class CholmodSPDFactor:
         by forward solves that touch only the supernodes each row reaches
         (:mod:`._sparse_rhs`). The factor's dense supernodal blocks are kept until the
         values change (:meth:`refactor`); they take about L's bytes."""
+        forward, position_of = self._forward_solver()
+        B = sp.csr_matrix(B, dtype=np.float64)
+        return forward.quadratic_forms(_columns_to(B, position_of))
+
+    def quadratic_form_matrix(self, B):
+        """``B A⁻¹ Bᵀ = (L⁻¹ P Bᵀ)ᵀ (L⁻¹ P Bᵀ)`` (dense) for the sparse host matrix B
+        (m, n), by the same forward solves as :meth:`quadratic_forms`."""
+        forward, position_of = self._forward_solver()
+        B = sp.csr_matrix(B, dtype=np.float64)
+        return forward.gram(_columns_to(B, position_of))
+
+    def _forward_solver(self):
         if self._forward is None:
             L, order = self._read_factor()
             position_of = np.empty(order.size, dtype=np.int64)
             position_of[order] = np.arange(order.size)
             self._forward = (SupernodalForward(L), position_of)
-        forward, position_of = self._forward
-        B = sp.csr_matrix(B, dtype=np.float64)
-        return forward.quadratic_forms(_columns_to(B, position_of))
+        return self._forward
 
     def inverse_on(self, rows, cols):
         """``A⁻¹`` at the pairs ``(rows[e], cols[e])`` of A's pattern (host integer

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg.blas import dgemm, dtrsm
+from scipy.linalg.blas import dgemm, dsyrk, dtrsm
 
 from ._selinv import supernodes
 
@@ -39,6 +39,17 @@ CHUNK = 4096
 #: numbers, on which x86 arithmetic is ~100x slower (measured: 13 s against 0.4 s for
 #: 10,000 forms at n = 50,000), while their share of a form is below 1e-200 of it.
 FLUSH = 1e-120
+
+
+def _mirror_upper(G, block=512):
+    """Copy the upper triangle of the square G onto its lower one, in place, by blocks
+    (no temporary of G's size)."""
+    k = G.shape[0]
+    for c in range(0, k, block):
+        d = min(k, c + block)
+        G[d:, c:d] = G[c:d, d:].T
+        D = G[c:d, c:d]
+        D[...] = np.triu(D) + np.triu(D, 1).T
 
 
 class SupernodalForward:
@@ -105,43 +116,97 @@ class SupernodalForward:
             stack.extend(t for t in targets[s] if t not in reached)
         return np.array(sorted(reached), dtype=np.int64)
 
-    def _solve_through(self, s, work, offset, acc):
-        """Solve supernode s's rows of ``work`` (rows × points) in place, add the
-        solution's squared column norms to ``acc``; returns the update ``L_RJ y`` for
-        the rows below."""
+    def _solve_through(self, s, work, offset):
+        """Solve supernode s's rows of ``work`` (rows × points): returns ``yᵀ``
+        (points × w, F-ordered) and the update ``L_RJ y`` for the rows below (None
+        where there are none)."""
         a, b = int(self.bounds[s]), int(self.bounds[s + 1])
         x = work[offset:offset + b - a]
         # y = L_JJ⁻¹ x, as yᵀ = xᵀ L_JJ⁻ᵀ on the F-ordered transpose (no copy)
         yt = dtrsm(1.0, self.diagonal[s], x.T, side=1, lower=1, trans_a=1)
-        acc += np.einsum("ij,ij->i", yt, yt)
         if not self.rows[s].size:
-            return None
+            return yt, None
         # (L_RJ y)ᵀ = yᵀ L_RJᵀ, by the same BLAS library as the solve: NumPy and SciPy
         # link two OpenBLAS builds, whose thread pools fight for the cores when calls
         # alternate between them (measured 13 s against 1.6 s)
-        return dgemm(1.0, yt, self.below_t[s], trans_b=0).T
+        return yt, dgemm(1.0, yt, self.below_t[s], trans_b=0).T
 
-    def quadratic_forms(self, B):
-        """``‖L⁻¹ bᵢ‖²`` for each row bᵢ of the sparse (m, n) matrix B."""
+    def _prepare(self, B):
+        """B as CSR (a copy, tiny entries flushed) and its non-empty rows in the order
+        they are solved in (by their first column in the factor's order)."""
         B = sp.csr_matrix(B, dtype=np.float64, copy=True)
+        if B.shape[1] != self.n:
+            raise ValueError(f"B has {B.shape[1]} columns; the factor has {self.n} rows")
         if B.nnz:
             B.data[np.abs(B.data) < FLUSH * np.max(np.abs(B.data))] = 0.0
         m = B.shape[0]
-        if B.shape[1] != self.n:
-            raise ValueError(f"B has {B.shape[1]} columns; the factor has {self.n} rows")
-        out = np.zeros(m)
         counts = np.diff(B.indptr)
         first = np.full(m, self.n, dtype=np.int64)
         has = counts > 0
         first[has] = np.minimum.reduceat(B.indices, B.indptr[:-1][has]) if B.nnz else 0
         order = np.argsort(first[has], kind="stable")
-        points = np.flatnonzero(has)[order]  # rows with no entry have form 0
+        return B, np.flatnonzero(has)[order]  # rows with no entry give zeros
+
+    def quadratic_forms(self, B):
+        """``‖L⁻¹ bᵢ‖²`` for each row bᵢ of the sparse (m, n) matrix B."""
+        B, points = self._prepare(B)
+        out = np.zeros(B.shape[0])
         for c0 in range(0, points.size, CHUNK):
             chunk = points[c0:c0 + CHUNK]
-            out[chunk] = self._chunk(B[chunk])
+            acc = np.zeros(chunk.size)
+
+            def take(s, k0, k1, yt, shared, acc=acc):
+                acc[k0:k1] += np.einsum("ij,ij->i", yt, yt)
+
+            self._chunk(B[chunk], take)
+            out[chunk] = acc
         return out
 
-    def _chunk(self, B):
+    def gram(self, B):
+        """``(L⁻¹ Bᵀ)ᵀ (L⁻¹ Bᵀ)``, dense (m, m), for the sparse (m, n) matrix B: all m
+        rows are solved as one chunk (the product couples every pair)."""
+        B, points = self._prepare(B)
+        m, k = B.shape[0], points.size
+        G = [np.zeros((k, k), order="F")]
+        pieces = {}
+
+        def take(s, k0, k1, yt, shared):
+            if shared:  # the whole chunk: G += Y Yᵀ, one triangle (the upper)
+                G[0] = dsyrk(1.0, yt, beta=1.0, c=G[0], overwrite_c=1)
+            else:
+                pieces.setdefault(s, []).append((k0, k1, yt))
+
+        self._chunk(B[points], take)
+        G = G[0]
+        for parts in pieces.values():
+            # consecutive sub-batches are one run of columns: products into slices
+            runs = []
+            for k0, k1, yt in parts:
+                if runs and runs[-1][1] == k0:
+                    runs[-1][1] = k1
+                    runs[-1][2].append(yt)
+                else:
+                    runs.append([k0, k1, [yt]])
+            runs = [(a0, a1, ys[0] if len(ys) == 1 else np.vstack(ys))
+                    for a0, a1, ys in runs]
+            for i, (a0, a1, Ya) in enumerate(runs):
+                # the upper triangle's blocks (the diagonal one's upper half, by syrk)
+                G[a0:a1, a0:a1] = dsyrk(1.0, Ya, beta=1.0, c=G[a0:a1, a0:a1])
+                for b0, b1, Yb in runs[i + 1:]:
+                    G[a0:a1, b0:b1] += dgemm(1.0, Ya, Yb, trans_b=1)
+        _mirror_upper(G)  # the upper triangle is complete: mirror it
+        if k == m:  # every row has an entry: undo the solving order by two takes
+            back = np.empty(m, dtype=np.int64)
+            back[points] = np.arange(m)
+            return G.take(back, axis=0).take(back, axis=1)
+        out = np.zeros((m, m))
+        out[np.ix_(points, points)] = G
+        return out
+
+    def _chunk(self, B, take):
+        """Solve the rows of B (one chunk, in solving order), calling ``take(s, k0, k1,
+        yᵀ, shared)`` with each supernode's solution for the chunk's rows k0:k1
+        (``shared``: a supernode every sub-batch reaches, solved for the whole chunk)."""
         m = B.shape[0]
         bounds, owner = self.bounds, self.owner
         batches = [(k, min(m, k + SUB_BATCH)) for k in range(0, m, SUB_BATCH)]
@@ -152,14 +217,12 @@ class SupernodalForward:
             count[r] += 1
         shared = count == len(batches)
         top = np.flatnonzero(shared)
-        where = np.full(self.n, -1, dtype=np.int64)
+        top_rows = np.full(self.n, -1, dtype=np.int64)  # the shared supernodes' rows
         widths = bounds[top + 1] - bounds[top]
         start = np.r_[0, np.cumsum(widths)]
         for s, o in zip(top.tolist(), start[:-1].tolist()):
-            where[bounds[s]:bounds[s + 1]] = np.arange(o, o + bounds[s + 1] - bounds[s])
-        top_rows = where.copy()  # the shared supernodes' rows, in `top_work`
+            top_rows[bounds[s]:bounds[s + 1]] = np.arange(o, o + bounds[s + 1] - bounds[s])
         top_work = np.zeros((int(start[-1]), m))
-        acc = np.zeros(m)
         for (k0, k1), reach in zip(batches, reaches):
             own = reach[~shared[reach]]
             widths = bounds[own + 1] - bounds[own]
@@ -172,9 +235,9 @@ class SupernodalForward:
             mine = local[part.col] >= 0
             work[local[part.col[mine]], part.row[mine]] = part.data[mine]
             top_work[top_rows[part.col[~mine]], k0 + part.row[~mine]] = part.data[~mine]
-            part_acc = acc[k0:k1]
             for s, o in zip(own.tolist(), offsets[:-1].tolist()):
-                update = self._solve_through(s, work, o, part_acc)
+                yt, update = self._solve_through(s, work, o)
+                take(s, k0, k1, yt, False)
                 if update is None:
                     continue
                 R = self.rows[s]
@@ -186,7 +249,7 @@ class SupernodalForward:
                     work[lo[below]] -= update[below]
                     top_work[top_rows[R[~below]], k0:k1] -= update[~below]
         for s, o in zip(top.tolist(), start[:-1].tolist()):
-            update = self._solve_through(s, top_work, o, acc)
+            yt, update = self._solve_through(s, top_work, o)
+            take(s, 0, m, yt, True)
             if update is not None:
                 top_work[top_rows[self.rows[s]]] -= update
-        return acc

@@ -574,9 +574,8 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
                 f"return_cov / sample_y on the sparse path form a dense {m} x {m} "
                 f"covariance; ask for at most {MAX_COV_POINTS} points at a time."
             )
-        B = Ks.T.toarray()
-        Z = factor.solve(B).reshape(B.shape)
-        cov = evaluate_dense_cov(ops, kernel, Xt) - ops.matmul(xp.ascontiguousarray(B.T), Z)
+        cov = evaluate_dense_cov(ops, kernel, Xt)
+        cov -= ops.asarray(factor.quadratic_form_matrix(Ks))
         return mean, ops.to_host(cov)
     # kᵢᵀ K⁻¹ kᵢ for every test point: on the CPU by forward solves through the
     # supernodes each kᵢ reaches, on the GPU by full solves (see the factors)
@@ -585,10 +584,19 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
 
 
 def evaluate_dense_cov(ops, kernel, X):
-    """K(X, X) dense for a modest number of points (the prior part of return_cov)."""
+    """K(X, X) dense for a modest number of points (the prior part of return_cov),
+    evaluated on the pairs within the kernel's support only (all pairs where it has
+    none)."""
+    xp = ops.xp
     m = X.shape[0]
-    rows, cols = np.divmod(np.arange(m * m), m)
+    radius = support_radius(kernel)
+    if np.isfinite(radius):
+        rows, cols = neighbour_pairs(np.asarray(ops.to_host(X), dtype=np.float64), None,
+                                     radius * 1.0000001)
+    else:
+        rows, cols = np.divmod(np.arange(m * m), m)
     pairs = Pairs(ops, X, X, rows, cols, same=True)
     value, _ = pair_values(kernel, pairs)
-    xp = ops.xp
-    return xp.broadcast_to(xp.asarray(value, dtype=np.float64), (m * m,)).reshape(m, m).copy()
+    out = xp.zeros((m, m))
+    out[pairs.rows, pairs.cols] = xp.asarray(value, dtype=np.float64)
+    return out

@@ -11,7 +11,11 @@ import cupyx.scipy.sparse as csp
 import numpy as np
 
 from .._arrays import to_cupy
-from .._common import not_positive_definite, quadratic_forms_by_solves
+from .._common import (
+    not_positive_definite,
+    quadratic_form_matrix_by_solves,
+    quadratic_forms_by_solves,
+)
 
 _nvmath_logger = logging.getLogger("skgpu.nvmath")
 
@@ -94,6 +98,11 @@ class GPUSparseSPDFactor:
         """``bᵢᵀ A⁻¹ bᵢ`` for each row of the sparse device matrix B (m, n): cuDSS does
         not give L, so by full solves on dense blocks of rows (host array out)."""
         return quadratic_forms_by_solves(self, B, cp, block_bytes)
+
+    def quadratic_form_matrix(self, B):
+        """``B A⁻¹ Bᵀ`` (dense, on the device) for the sparse device matrix B (m, n),
+        by one full solve with m right-hand sides."""
+        return quadratic_form_matrix_by_solves(self, B, cp)
 
     def refactor(self, A):
         """Factor ``A``, a matrix with the same sparsity pattern, reusing the plan."""

@@ -1,0 +1,165 @@
+"""The sparse GaussianProcessRegressor's predictive variance and covariance, and its public
+likelihood, timed as users call them (``predict(..., return_std=True)``,
+``predict(..., return_cov=True)``, ``sample_y``, ``log_marginal_likelihood``).
+
+Run:  python -m benchmarks.bench_sparse_gp_variance --out results.json
+          (CPU backend, n = 50,000, 10,000 test points; about 3 minutes on 2 cores)
+      python -m benchmarks.bench_sparse_gp_variance --device gpu --n 1000000 \\
+          --points 100000 --reference-points 5000 --out results.json
+      python -m benchmarks.bench_sparse_gp_variance --quick   (n = 5,000)
+
+The construction is the large sparse GP's (``_harness.sparse_gp_problem``: ~30 neighbours
+a row). Each backend's sparse factor is timed where it serves: on the CPU CHOLMOD (the
+``sparse`` extra) and SuperLU (SciPy, without cvxopt); on the GPU cuDSS. Every row is the
+public method, timed cold (the first call after the fit: it reads the factor out and
+builds its blocks) and warm (median of 3 after that). The reference route, full solves
+with every test point's covariance column as a dense right-hand side (what every sparse
+factor did before the forward solves, and what cuDSS still does), is timed on
+``--reference-points`` points and scaled linearly (its cost is linear in the points);
+the std and covariance of the two routes are compared on those points.
+"""
+
+import time
+
+import numpy as np
+
+from benchmarks._harness import (
+    machine,
+    run_cases,
+    sparse_gp_problem,
+    standard_parser,
+    synchronized,
+    timeit,
+)
+
+import skgpu
+from skgpu.backends import _common, _cpu, get_backend
+from skgpu.gaussian_process import GaussianProcessRegressor
+
+
+def _rel(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b) / np.abs(b)))
+
+
+class FullSolves:
+    """Within the block, every sparse factor computes its quadratic forms by full solves
+    on dense right-hand sides (the reference route)."""
+
+    def __init__(self, factor):
+        self.cls = type(factor)
+
+    def __enter__(self):
+        cls = self.cls
+        self.saved = (cls.quadratic_forms, cls.quadratic_form_matrix)
+        cls.quadratic_forms = lambda f, B, block_bytes=1 << 30: (
+            _common.quadratic_forms_by_solves(f, B, get_backend(BACKEND).xp, block_bytes))
+        cls.quadratic_form_matrix = lambda f, B: _common.quadratic_form_matrix_by_solves(
+            f, B, get_backend(BACKEND).xp)
+
+    def __exit__(self, *exc):
+        self.cls.quadratic_forms, self.cls.quadratic_form_matrix = self.saved
+
+
+BACKEND = "cpu"
+
+
+def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
+    X, y, kernel = sparse_gp_problem(n)
+    rng = np.random.default_rng(1)
+    X_test = rng.uniform(0, 1, (points, 2))
+    tag = f"n = {n:,}, {device} ({factor_name})"
+    real = _cpu._cholmod
+    if factor_name == "superlu":
+        _cpu._cholmod = lambda: None
+    try:
+        with skgpu.config_context(device=device):
+            gp, fit_s = synchronized(lambda: GaussianProcessRegressor(
+                kernel, optimizer=None, alpha=1e-10, cholesky="sparse").fit(X, y))
+            row = {"case": f"fit(optimizer=None), {tag}", "fit_s": fit_s}
+            doc["results"].append(row)
+            _, mean = timeit(lambda: gp.predict(X_test), 3)
+            doc["results"].append({"case": f"predict mean, {points:,} points, {tag}",
+                                   "predict": mean})
+            (_, std), cold = synchronized(lambda: gp.predict(X_test, return_std=True))
+            _, warm = timeit(lambda: gp.predict(X_test, return_std=True), 3, warmup=0)
+            row = {"case": f"predict std, {points:,} points, {tag}", "cold_s": cold,
+                   "warm": warm}
+            factor = gp._state_on(get_backend(device)).lml.factor
+            sub = X_test[:reference_points]
+            with FullSolves(factor):
+                (_, std_ref), ref_s = synchronized(
+                    lambda: gp.predict(sub, return_std=True))
+            row |= {"reference_full_solves_s": ref_s,
+                    "reference_points": reference_points,
+                    "reference_scaled_to_points_s": ref_s * points / reference_points,
+                    "std_max_rel_diff_vs_reference": _rel(std[:reference_points], std_ref)}
+            doc["results"].append(row)
+            print(row, flush=True)
+
+            cov_x = X_test[:cov_points]
+            (_, cov), cov_s = synchronized(lambda: gp.predict(cov_x, return_cov=True))
+            _, cov_warm = timeit(lambda: gp.predict(cov_x, return_cov=True), 2, warmup=0)
+            sub_cov = min(cov_points, reference_points)
+            with FullSolves(factor):
+                (_, cov_ref), cov_ref_s = synchronized(
+                    lambda: gp.predict(cov_x[:sub_cov], return_cov=True))
+            scale = np.max(np.abs(cov_ref))
+            row = {"case": f"predict cov, {cov_points:,} points, {tag}", "first_s": cov_s,
+                   "warm": cov_warm, "reference_full_solves_s": cov_ref_s,
+                   "reference_points": sub_cov,
+                   "cov_max_abs_diff_vs_reference_over_max": float(
+                       np.max(np.abs(cov[:sub_cov, :sub_cov] - cov_ref)) / scale),
+                   "std_from_cov_max_rel_diff": _rel(np.sqrt(np.diag(cov)),
+                                                     std[:cov_points])}
+            doc["results"].append(row)
+            print(row, flush=True)
+            samples_x = X_test[:min(cov_points, 2_000)]
+            _, sample_s = synchronized(lambda: gp.sample_y(samples_x, 5))
+            doc["results"].append({"case": f"sample_y, {samples_x.shape[0]:,} points, 5 "
+                                   f"samples, {tag}", "s": sample_s})
+
+            theta = gp.kernel_.theta
+            _, first = synchronized(
+                lambda: gp.log_marginal_likelihood(theta, eval_gradient=True))
+            shift = [0.0]
+
+            def again():
+                shift[0] += 0.01  # a new theta each call, the same taper range
+                return gp.log_marginal_likelihood(theta + shift[0], eval_gradient=True)
+
+            _, repeated = timeit(again, 3, warmup=0)
+            doc["results"].append({
+                "case": f"public log_marginal_likelihood(theta, eval_gradient=True), {tag}",
+                "first_s": first, "repeated": repeated,
+                "repeated_over_fit": repeated["median_s"] / fit_s})
+    finally:
+        _cpu._cholmod = real
+
+
+def main():
+    global BACKEND
+    parser = standard_parser(__doc__)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    parser.add_argument("--n", type=int, default=50_000)
+    parser.add_argument("--points", type=int, default=10_000)
+    parser.add_argument("--reference-points", type=int, default=1_000)
+    parser.add_argument("--cov-points", type=int, default=10_000)
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.points, args.reference_points, args.cov_points = 5_000, 2_000, 300, 1_000
+    BACKEND = args.device
+    doc = {"machine": machine(), "benchmark": "sparse_gp_variance", "results": [],
+           "timing": "public methods; cold = the first call after the fit, one run; warm "
+                     "= median of 3 after it; the reference route on a subset, scaled"}
+    factors = ["cudss"] if args.device == "gpu" else (
+        ["cholmod", "superlu"] if _cpu.cholmod_available() else ["superlu"])
+    start = time.perf_counter()
+    run_cases([lambda f=f: rows_for(doc, args.device, f, args.n, args.points,
+                                    args.reference_points, args.cov_points)
+               for f in factors], doc, args.out)
+    print(f"total {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
