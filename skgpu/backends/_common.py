@@ -145,8 +145,9 @@ def accurate_centred_gram(ops, X, mean, n_samples, C=None, about=None):
         return mean, None, ops.gram(X, mean) if C is None else C
     if C is None:
         head = X[:_HEAD_ROWS]
-        head = np.asarray(ops.to_host(head.toarray() if sparse else head), dtype=np.float64)
-        spread = head.var(axis=0) if head.shape[0] > 1 else np.zeros_like(m)
+        head = ops.asarray(head.toarray() if sparse else head)
+        spread = (np.asarray(ops.to_host(ops.xp.var(head, axis=0, dtype=np.float64)))
+                  if head.shape[0] > 1 else np.zeros_like(m))
         if np.any(m**2 > CANCELLATION_RATIO * spread):
             return _shifted_gram(ops, X, mean, n, sparse, "the first rows' spread")
         C = ops.gram(X, mean)

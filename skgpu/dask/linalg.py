@@ -95,23 +95,32 @@ def _chunk_stats(ops, block, y, w, factor, dtype):
         if rest is None:
             return Stats(ops, n_i, s_i, anchor, None, G, None)
         return Stats(ops, n_i, s_i, rest, None, G, None, anchor)
-    # a new array (the block may be the caller's own, in-process), written in one pass;
-    # its own small mean δ (rounding of m_i: large where the offset is) is removed too
+    # a new array (the block may be the caller's own, in-process), written in one pass.
+    # Its own small mean δ (the rounding of m_i: large where the offset is) is kept apart:
+    # with Σ w (x - m_i) = S δ, the Gram about the exact mean is XcᵀWXc - S δδᵀ and the
+    # cross term XcᵀWYc - S δ fᵀ (f: Yc's mean); the QR takes the data, δ removed first
+    # (then Σ w (x - m_i - δ) = 0 and the cross term needs no correction)
     X = xp.subtract(ops.asarray(block), m_i, dtype=dtype)
     delta = _mean_of(ops, X, scale)
-    X -= delta
+    if factor == "r":
+        X -= delta
     root_w = None if w is None else xp.sqrt(wv)[:, None]
     if root_w is not None:
         X *= root_w
-    F = ops.qr_r(X) if factor == "r" else ops.matmul(X.T, X)
+    if factor == "r":
+        F = ops.qr_r(X)
+    else:
+        F = ops.matmul(X.T, X)
+        F -= (s_i * xp.outer(delta, delta)).astype(F.dtype)
     C = y_delta = None
     if Y is not None:
         Yc = Y - e_i
         y_delta = _mean_of(ops, Yc, scale)
-        Yc -= y_delta
         if root_w is not None:
             Yc *= root_w
         C = ops.matmul(X.T, Yc)
+        if factor != "r":
+            C -= (s_i * xp.outer(delta, y_delta)).astype(C.dtype)
     return Stats(ops, n_i, s_i, delta, y_delta, F, C, m_i, e_i)
 
 
