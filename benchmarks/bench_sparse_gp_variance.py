@@ -3,9 +3,10 @@ likelihood, timed as users call them (``predict(..., return_std=True)``,
 ``predict(..., return_cov=True)``, ``sample_y``, ``log_marginal_likelihood``).
 
 Run:  python -m benchmarks.bench_sparse_gp_variance --out results.json
-          (CPU backend, n = 50,000, 10,000 test points; about 3 minutes on 2 cores)
-      python -m benchmarks.bench_sparse_gp_variance --device gpu --n 1000000 \\
-          --points 100000 --reference-points 5000 --out results.json
+          (CPU backend, n = 5,000 and 50,000, 10,000 test points; about 8 minutes on
+          2 cores)
+      python -m benchmarks.bench_sparse_gp_variance --device gpu --n 50000 1000000 \\
+          --points 20000 --reference-points 2000 --cov-points 2000 --out results.json
       python -m benchmarks.bench_sparse_gp_variance --quick   (n = 5,000)
 
 The construction is the large sparse GP's (``_harness.sparse_gp_problem``: ~30 neighbours
@@ -141,13 +142,13 @@ def main():
     global BACKEND
     parser = standard_parser(__doc__)
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
-    parser.add_argument("--n", type=int, default=50_000)
+    parser.add_argument("--n", type=int, nargs="+", default=[5_000, 50_000])
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--reference-points", type=int, default=1_000)
     parser.add_argument("--cov-points", type=int, default=10_000)
     args = parser.parse_args()
     if args.quick:
-        args.n, args.points, args.reference_points, args.cov_points = 5_000, 2_000, 300, 1_000
+        args.n, args.points, args.reference_points, args.cov_points = [5_000], 2_000, 300, 1_000
     BACKEND = args.device
     doc = {"machine": machine(), "benchmark": "sparse_gp_variance", "results": [],
            "timing": "public methods; cold = the first call after the fit, one run; warm "
@@ -155,9 +156,9 @@ def main():
     factors = ["cudss"] if args.device == "gpu" else (
         ["cholmod", "superlu"] if _cpu.cholmod_available() else ["superlu"])
     start = time.perf_counter()
-    run_cases([lambda f=f: rows_for(doc, args.device, f, args.n, args.points,
-                                    args.reference_points, args.cov_points)
-               for f in factors], doc, args.out)
+    run_cases([lambda f=f, n=n: rows_for(doc, args.device, f, n, args.points,
+                                         args.reference_points, args.cov_points)
+               for n in args.n for f in factors], doc, args.out)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

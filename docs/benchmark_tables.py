@@ -90,3 +90,53 @@ def render(results_dir):
             if notes:
                 lines += ["; ".join(notes), ""]
     return "\n".join(lines) + "\n"
+
+
+#: The sparse GP's variance benchmark: the files the user guide's table is made from.
+VARIANCE_FILES = ("sparse_gp_variance_cpu_2core.json", "sparse_gp_variance_h200.json")
+
+
+def sparse_gp_variance_table(results_dir):
+    """The user guide's table of the sparse GP's fit, mean, std and cov against n, from
+    the committed runs of ``benchmarks/bench_sparse_gp_variance.py``."""
+    header = ("n, backend (factor)", "fit (optimizer=None)", "mean", "std: cold, warm",
+              "std by full solves", "cov: first, warm", "public LML + gradient")
+    rows = []
+    for name in VARIANCE_FILES:
+        path = Path(results_dir) / name
+        if not path.exists():
+            continue
+        doc = json.loads(path.read_text())
+        by_tag = {}
+        for row in doc["results"]:
+            if "case" not in row or ", n = " not in row["case"]:
+                continue
+            what, tag = row["case"].split(", n = ", 1)
+            by_tag.setdefault(tag, {})[what.split(",")[0]] = (what, row)
+        machine = "2 CPU cores" if "cpu_2core" in name else "H200"
+        for tag, rows_of in by_tag.items():
+            def get(key):
+                return rows_of.get(key, (None, {}))
+
+            fit = get("fit(optimizer=None)")[1]
+            mean_what, mean = get("predict mean")
+            std_what, std = get("predict std")
+            cov_what, cov = get("predict cov")
+            lml = get("public log_marginal_likelihood(theta")[1]
+            points = mean_what.split(", ")[1] if mean_what else ""
+            cov_points = cov_what.split(", ")[1] if cov_what else ""
+            rows.append((
+                f"{tag} ({machine})",
+                _fmt_seconds(fit["fit_s"]) if fit else "",
+                f"{_fmt_seconds(mean['predict']['median_s'])} ({points})" if mean else "",
+                (f"{_fmt_seconds(std['cold_s'])}, {_fmt_seconds(std['warm']['median_s'])}"
+                 f" ({points})") if std else "",
+                (f"{_fmt_seconds(std['reference_scaled_to_points_s'])} (scaled from "
+                 f"{std['reference_points']:,})") if std else "",
+                (f"{_fmt_seconds(cov['first_s'])}, {_fmt_seconds(cov['warm']['median_s'])}"
+                 f" ({cov_points})") if cov else "",
+                (f"first {_fmt_seconds(lml['first_s'])}, then "
+                 f"{_fmt_seconds(lml['repeated']['median_s'])}") if lml else ""))
+    lines = _table(rows, header=header, widths="22 12 12 14 14 14 12")
+    return "\n".join(lines + [f"(From ``benchmarks/results/{VARIANCE_FILES[0]}`` and "
+                              f"``{VARIANCE_FILES[1]}``.)", ""])

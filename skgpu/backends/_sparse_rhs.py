@@ -34,11 +34,6 @@ from ._selinv import supernodes
 SUB_BATCH = 128
 #: ... and together through them.
 CHUNK = 4096
-#: Entries of the factor and of b this far below their largest are taken as zero. A
-#: compact kernel's factor holds entries down to ~1e-154; their products are subnormal
-#: numbers, on which x86 arithmetic is ~100x slower (measured: 13 s against 0.4 s for
-#: 10,000 forms at n = 50,000), while their share of a form is below 1e-200 of it.
-FLUSH = 1e-120
 
 
 def _mirror_upper(G, block=512):
@@ -54,9 +49,11 @@ def _mirror_upper(G, block=512):
 
 class SupernodalForward:
     """A lower-triangular CSC factor L (sorted row indices) as dense supernodal blocks,
-    for :meth:`quadratic_forms`. Any lower-triangular pattern is accepted whose columns
-    in a supernode (:func:`~skgpu.backends._selinv.supernodes`) have their rows among
-    the supernode's first column's; ValueError otherwise."""
+    for :meth:`quadratic_forms` and :meth:`gram`. Any lower-triangular pattern is
+    accepted in which column ``a + j`` of a supernode starting at column a
+    (:func:`~skgpu.backends._selinv.supernodes`) holds the first column's rows from the
+    j-th on, or a leading run of them (a Cholesky factor's pattern does); ValueError
+    otherwise."""
 
     def __init__(self, L):
         L = sp.csc_matrix(L)
@@ -70,7 +67,6 @@ class SupernodalForward:
         n_super = bounds.size - 1
         owner = np.repeat(np.arange(n_super), np.diff(bounds))
         self.owner = owner
-        flush = FLUSH * max(float(data.max(initial=0.0)), -float(data.min(initial=0.0)))
         self.diagonal, self.below_t, self.rows, self.targets = [], [], [], []
         # supernode by supernode (no temporary the size of L: on a fresh process
         # each one costs its page faults)
@@ -92,7 +88,6 @@ class SupernodalForward:
                                  "outside its supernode's first column's pattern)")
             block = np.zeros((rows.size, w))
             block[place, j] = data[k0:k1]
-            block[np.abs(block) < flush] = 0.0
             if not np.all(np.diagonal(block)):
                 raise np.linalg.LinAlgError("a diagonal entry of the factor is zero")
             self.diagonal.append(np.asfortranarray(block[:w]))
@@ -132,13 +127,11 @@ class SupernodalForward:
         return yt, dgemm(1.0, yt, self.below_t[s], trans_b=0).T
 
     def _prepare(self, B):
-        """B as CSR (a copy, tiny entries flushed) and its non-empty rows in the order
-        they are solved in (by their first column in the factor's order)."""
-        B = sp.csr_matrix(B, dtype=np.float64, copy=True)
+        """B as CSR and its non-empty rows in the order they are solved in (by their
+        first column in the factor's order)."""
+        B = sp.csr_matrix(B, dtype=np.float64)
         if B.shape[1] != self.n:
             raise ValueError(f"B has {B.shape[1]} columns; the factor has {self.n} rows")
-        if B.nnz:
-            B.data[np.abs(B.data) < FLUSH * np.max(np.abs(B.data))] = 0.0
         m = B.shape[0]
         counts = np.diff(B.indptr)
         first = np.full(m, self.n, dtype=np.int64)
@@ -220,17 +213,18 @@ class SupernodalForward:
         top_rows = np.full(self.n, -1, dtype=np.int64)  # the shared supernodes' rows
         widths = bounds[top + 1] - bounds[top]
         start = np.r_[0, np.cumsum(widths)]
-        for s, o in zip(top.tolist(), start[:-1].tolist()):
-            top_rows[bounds[s]:bounds[s + 1]] = np.arange(o, o + bounds[s + 1] - bounds[s])
+        top_rows[np.repeat(bounds[top] - start[:-1], widths) + np.arange(start[-1])] = (
+            np.arange(start[-1]))
         top_work = np.zeros((int(start[-1]), m))
         for (k0, k1), reach in zip(batches, reaches):
             own = reach[~shared[reach]]
             widths = bounds[own + 1] - bounds[own]
             offsets = np.r_[0, np.cumsum(widths)]
             local = np.full(self.n, -1, dtype=np.int64)
-            for s, o, w in zip(own.tolist(), offsets[:-1].tolist(), widths.tolist()):
-                local[bounds[s]:bounds[s] + w] = np.arange(o, o + w)
-            work = np.zeros((int(offsets[-1]), k1 - k0))
+            total = int(offsets[-1])
+            local[np.repeat(bounds[own] - offsets[:-1], widths) + np.arange(total)] = (
+                np.arange(total))
+            work = np.zeros((total, k1 - k0))
             part = B[k0:k1].tocoo()
             mine = local[part.col] >= 0
             work[local[part.col[mine]], part.row[mine]] = part.data[mine]

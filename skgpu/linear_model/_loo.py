@@ -235,51 +235,15 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
     """Leave-one-out errors (or predictions, with a scorer) for every alpha at once, the
     best alpha(s) by scikit-learn's rules, and the coefficients for them. ``owner``: the
     estimator named by the NaN/infinity error of an input not checked yet."""
-    xp = ops.xp
     dtype = np.dtype(np.float64)
     design, yw, X_offset, y_offset, sqrt_sw = _preprocess(ops, inp, y, sample_weight,
                                                           fit_intercept, dtype, owner)
     spec = _decompose(ops, design, yw, mode, fit_intercept=fit_intercept)
     if spec.s is not None:
         _drop_rounding_singular_values(ops, spec)
-    n, t = yw.shape
-    n_alphas = len(alphas)
     a_dev = ops.asarray(np.asarray(alphas, dtype=dtype))
     inv = 1.0 / (spec.lam[:, None] + a_dev[None, :])  # (r, n_alphas)
-    M = spec.M
-    MM = M * M
-    sw = 0.0
-    if fit_intercept:  # the intercept's share of the hat matrix, w_i / Σw
-        sw = (xp.ones(n, dtype=dtype) / n if sqrt_sw is None
-              else sqrt_sw * sqrt_sw / (sqrt_sw @ sqrt_sw))
-    # LOO error E = (yw - ŷ) / D with D = 1 - h, written E = (R0 + M (MtY ∘ G)) / D.
-    if spec.orthonormal:
-        # With U = M orthonormal: 1 - h_i = (1 - ‖U_i‖² - w_i/Σw) + Σ_j U_ij² α/(s_j²+α)
-        # and yw - ŷ = (yw - U Uᵀyw) + U (α/(s²+α) ∘ Uᵀyw). When U spans all of the
-        # space left by the intercept (n <= p) the first terms are exactly zero: both
-        # are then sums of positive terms, free of the cancellation 1 - h has when h
-        # is close to one (wide X, small alpha: it cost up to 1e-3 relative).
-        G = _shrinkage(spec.lam[:, None], a_dev[None, :], xp)
-        D = ops.matmul(MM, G)
-        if M.shape[1] == n - (1 if fit_intercept else 0):
-            R0 = None
-        else:
-            base = 1.0 - ops.matmul(MM, xp.ones((M.shape[1], 1), dtype=dtype)).ravel() - sw
-            D += base[:, None]
-            # yw - U Uᵀyw projected once more: the first projection leaves a component
-            # in U's span of ε‖yw‖ (the residual is far smaller than yw when y is well
-            # fitted); the second removes it (classical Gram-Schmidt twice), which
-            # halves the worst error against the exact LOO on ill-conditioned data
-            # (benchmarks/results/ridgecv_accuracy_refined_h200.json).
-            R0 = yw - ops.matmul(M, spec.MtY)
-            R0 -= ops.matmul(M, ops.matmul(M.T, R0))
-    else:  # M = Xw V (the eigen route for n > p): h = (M ∘ M) @ 1/(lam + α)
-        G = -inv
-        D = 1.0 - ops.matmul(MM, inv)
-        if fit_intercept:
-            D -= sw[:, None]
-        R0 = yw
-    del MM
+    G, D, R0 = _loo_parts(ops, spec, yw, sqrt_sw, a_dev, inv, fit_intercept)
     refined = {}  # (alpha index, target) -> refined residual (n,)
     plan = _refine_plan(ops, design, spec, yw, R0, alphas)
     if plan:
@@ -291,83 +255,145 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
             refined.update({col: R[:, k] for k, col in enumerate(chunk)})
             del R
         del exact
-    y_host = _host(y).astype(dtype, copy=False) if scorer is not None else None
-    y_off_host = ops.to_host(y_offset)
-    cv_results = np.empty((n * t, n_alphas), dtype=dtype) if store_cv_results else None
-    need_errors = scorer is not None or store_cv_results
-    ones = xp.full(n, 1.0 / n, dtype=dtype)
-
-    def mean_squared(F, d=None):
-        """Column means of ``(F / d)²`` by one GEMV (CuPy's axis-0 reductions are slow);
-        ``F`` is overwritten."""
-        F *= F
-        return ops.to_host((ones if d is None else ones / (d * d)) @ F)
-
-    def score(col):
-        if alpha_per_target:
-            return col if y.ndim == 2 else col[0]
-        return float(np.mean(col))
-
-    def finish(E, i):
-        """Score (and store) the (n, t) LOO errors ``E`` of alpha ``i``."""
-        if scorer is None:
-            if store_cv_results:
-                cv_results[:, i] = ops.to_host(E * E).ravel()
-            return score(mean_squared(E))
-        pred = yw - E
-        if sqrt_sw is not None:
-            pred /= sqrt_sw[:, None]
-        pred = ops.to_host(pred) + y_off_host
-        if store_cv_results:
-            cv_results[:, i] = pred.ravel()
-        identity = _IdentityRegressor()
-        if y.ndim == 1:
-            return scorer(identity, pred[:, 0], y_host, **score_params)
-        if alpha_per_target:
-            return np.asarray([scorer(identity, pred[:, j], y_host[:, j], **score_params)
-                               for j in range(t)])
-        return scorer(identity, pred, y_host, **score_params)
-
-    scores = []
-    if t == 1:
-        # All alphas in one GEMM: column i of E is the LOO error for alpha i.
-        E = ops.matmul(M, spec.MtY * G)
-        if R0 is not None:
-            E += R0
-        for (i, _), r in refined.items():
-            E[:, i] = r
-        E /= D
-        if need_errors:
-            scores = [finish(E[:, i:i + 1], i) for i in range(n_alphas)]
-        else:
-            scores = [score(col[None]) for col in mean_squared(E)]
-        del E
-    else:
-        for i in range(n_alphas):
-            E = ops.matmul(M, spec.MtY * G[:, i:i + 1])
-            if R0 is not None:
-                E += R0
-            for j in range(t):
-                if (i, j) in refined:
-                    E[:, j] = refined[i, j]
-            if need_errors:
-                scores.append(finish(E / D[:, i:i + 1], i))
-            else:
-                scores.append(score(mean_squared(E, D[:, i])))
-            del E
-    if scorer is None:
-        scores = [-s for s in scores]
-
+    scoring = _LOOScoring(ops, y, yw, sqrt_sw, ops.to_host(y_offset), scorer, score_params,
+                          store_cv_results, alpha_per_target, len(alphas))
+    scores = scoring.scores(spec, G, D, R0, refined)
+    t = yw.shape[1]
     per_target = alpha_per_target and t > 1
     best_alpha, best_score, chosen = _select_alphas(alphas, scores, per_target, t)
     if per_target:
         inv_best = inv[:, ops.asarray(chosen)]
     else:
-        inv_best = xp.repeat(inv[:, chosen:chosen + 1], t, axis=1)
+        inv_best = ops.xp.repeat(inv[:, chosen:chosen + 1], t, axis=1)
     coef = ops.to_host(spec.coef(design, inv_best)).T
     return _GCVResult(alpha=best_alpha, best_score=best_score, coef=coef,
-                      X_offset=ops.to_host(X_offset), y_offset=y_off_host,
-                      cv_results=cv_results)
+                      X_offset=ops.to_host(X_offset), y_offset=scoring.y_offset,
+                      cv_results=scoring.cv_results)
+
+
+def _loo_parts(ops, spec, yw, sqrt_sw, a_dev, inv, fit_intercept):
+    """``(G, D, R0)`` with the leave-one-out errors of every alpha ``E = (R0 + M (MtY ∘
+    G)) / D`` (D = 1 - h, the hat matrix's diagonal; R0 None where it is zero)."""
+    xp = ops.xp
+    dtype = np.dtype(np.float64)
+    n = yw.shape[0]
+    M = spec.M
+    MM = M * M
+    sw = 0.0
+    if fit_intercept:  # the intercept's share of the hat matrix, w_i / Σw
+        sw = (xp.ones(n, dtype=dtype) / n if sqrt_sw is None
+              else sqrt_sw * sqrt_sw / (sqrt_sw @ sqrt_sw))
+    if not spec.orthonormal:  # M = Xw V (the eigen route for n > p): h = (M ∘ M) @ inv
+        D = 1.0 - ops.matmul(MM, inv)
+        if fit_intercept:
+            D -= sw[:, None]
+        return -inv, D, yw
+    # With U = M orthonormal: 1 - h_i = (1 - ‖U_i‖² - w_i/Σw) + Σ_j U_ij² α/(s_j²+α) and
+    # yw - ŷ = (yw - U Uᵀyw) + U (α/(s²+α) ∘ Uᵀyw). When U spans all of the space left
+    # by the intercept (n <= p) the first terms are exactly zero: both are then sums of
+    # positive terms, free of the cancellation 1 - h has when h is close to one (wide X,
+    # small alpha: it cost up to 1e-3 relative).
+    G = _shrinkage(spec.lam[:, None], a_dev[None, :], xp)
+    D = ops.matmul(MM, G)
+    if M.shape[1] == n - (1 if fit_intercept else 0):
+        return G, D, None
+    base = 1.0 - ops.matmul(MM, xp.ones((M.shape[1], 1), dtype=dtype)).ravel() - sw
+    D += base[:, None]
+    # yw - U Uᵀyw projected once more: the first projection leaves a component in U's
+    # span of ε‖yw‖ (the residual is far smaller than yw when y is well fitted); the
+    # second removes it (classical Gram-Schmidt twice), which halves the worst error
+    # against the exact LOO on ill-conditioned data
+    # (benchmarks/results/ridgecv_accuracy_refined_h200.json).
+    R0 = yw - ops.matmul(M, spec.MtY)
+    R0 -= ops.matmul(M, ops.matmul(M.T, R0))
+    return G, D, R0
+
+
+class _LOOScoring:
+    """Scores of the leave-one-out errors, alpha by alpha, by scikit-learn's rules: the
+    mean squared error, or ``scorer`` on the leave-one-out predictions; stores
+    ``cv_results`` when asked."""
+
+    def __init__(self, ops, y, yw, sqrt_sw, y_offset, scorer, score_params,
+                 store_cv_results, alpha_per_target, n_alphas):
+        dtype = np.dtype(np.float64)
+        n, t = yw.shape
+        self.ops, self.y, self.yw, self.sqrt_sw = ops, y, yw, sqrt_sw
+        self.y_offset = y_offset
+        self.scorer, self.score_params = scorer, score_params
+        self.alpha_per_target, self.n_alphas = alpha_per_target, n_alphas
+        self.y_host = _host(y).astype(dtype, copy=False) if scorer is not None else None
+        self.store = store_cv_results
+        self.cv_results = (np.empty((n * t, n_alphas), dtype=dtype) if store_cv_results
+                           else None)
+        self.need_errors = scorer is not None or store_cv_results
+        self.ones = ops.xp.full(n, 1.0 / n, dtype=dtype)
+
+    def mean_squared(self, F, d=None):
+        """Column means of ``(F / d)²`` by one GEMV (CuPy's axis-0 reductions are slow);
+        ``F`` is overwritten."""
+        F *= F
+        return self.ops.to_host((self.ones if d is None else self.ones / (d * d)) @ F)
+
+    def score(self, col):
+        if self.alpha_per_target:
+            return col if self.y.ndim == 2 else col[0]
+        return float(np.mean(col))
+
+    def finish(self, E, i):
+        """Score (and store) the (n, t) LOO errors ``E`` of alpha ``i``."""
+        ops, y = self.ops, self.y
+        if self.scorer is None:
+            if self.store:
+                self.cv_results[:, i] = ops.to_host(E * E).ravel()
+            return self.score(self.mean_squared(E))
+        pred = self.yw - E
+        if self.sqrt_sw is not None:
+            pred /= self.sqrt_sw[:, None]
+        pred = ops.to_host(pred) + self.y_offset
+        if self.store:
+            self.cv_results[:, i] = pred.ravel()
+        identity, scorer, params, y_host = (_IdentityRegressor(), self.scorer,
+                                            self.score_params, self.y_host)
+        if y.ndim == 1:
+            return scorer(identity, pred[:, 0], y_host, **params)
+        if self.alpha_per_target:
+            return np.asarray([scorer(identity, pred[:, j], y_host[:, j], **params)
+                               for j in range(pred.shape[1])])
+        return scorer(identity, pred, y_host, **params)
+
+    def scores(self, spec, G, D, R0, refined):
+        """Every alpha's score (negated errors without a scorer: larger is better)."""
+        ops, M = self.ops, spec.M
+        t = self.yw.shape[1]
+        scores = []
+        if t == 1:
+            # All alphas in one GEMM: column i of E is the LOO error for alpha i.
+            E = ops.matmul(M, spec.MtY * G)
+            if R0 is not None:
+                E += R0
+            for (i, _), r in refined.items():
+                E[:, i] = r
+            E /= D
+            if self.need_errors:
+                scores = [self.finish(E[:, i:i + 1], i) for i in range(self.n_alphas)]
+            else:
+                scores = [self.score(col[None]) for col in self.mean_squared(E)]
+            del E
+        else:
+            for i in range(self.n_alphas):
+                E = ops.matmul(M, spec.MtY * G[:, i:i + 1])
+                if R0 is not None:
+                    E += R0
+                for j in range(t):
+                    if (i, j) in refined:
+                        E[:, j] = refined[i, j]
+                if self.need_errors:
+                    scores.append(self.finish(E / D[:, i:i + 1], i))
+                else:
+                    scores.append(self.score(self.mean_squared(E, D[:, i])))
+                del E
+        return scores if self.scorer is not None else [-s for s in scores]
 
 
 def _select_alphas(alphas, scores, per_target, n_targets):
