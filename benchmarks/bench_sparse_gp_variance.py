@@ -2,12 +2,12 @@
 likelihood, timed as users call them (``predict(..., return_std=True)``,
 ``predict(..., return_cov=True)``, ``sample_y``, ``log_marginal_likelihood``).
 
-Run:  python -m benchmarks.bench_sparse_gp_variance --out results.json
+Run:  python benchmarks/bench_sparse_gp_variance.py --out results.json
           (CPU backend, n = 5,000 and 50,000, 10,000 test points; about 8 minutes on
           2 cores)
-      python -m benchmarks.bench_sparse_gp_variance --device gpu --n 50000 1000000 \\
+      python benchmarks/bench_sparse_gp_variance.py --device gpu --n 50000 1000000 \\
           --points 20000 --reference-points 2000 --cov-points 2000 --out results.json
-      python -m benchmarks.bench_sparse_gp_variance --quick   (n = 5,000)
+      python benchmarks/bench_sparse_gp_variance.py --quick   (n = 5,000)
 
 The construction is the large sparse GP's (``_harness.sparse_gp_problem``: ~30 neighbours
 a row). Each backend's sparse factor is timed where it serves: on the CPU CHOLMOD (the
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from benchmarks._harness import (
+from _harness import (
     machine,
     run_cases,
     sparse_gp_problem,

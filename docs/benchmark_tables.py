@@ -115,7 +115,7 @@ def sparse_gp_variance_table(results_dir):
             by_tag.setdefault(tag, {})[what.split(",")[0]] = (what, row)
         machine = "2 CPU cores" if "cpu_2core" in name else "H200"
         for tag, rows_of in by_tag.items():
-            def get(key):
+            def get(key, rows_of=rows_of):
                 return rows_of.get(key, (None, {}))
 
             fit = get("fit(optimizer=None)")[1]

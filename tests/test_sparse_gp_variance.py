@@ -208,8 +208,11 @@ def test_quadratic_form_matrix_equals_dense_solves(monkeypatch, seed, name):
     Bd = B.toarray()
     exact = Bd @ sla.cho_solve(sla.cho_factor(A.toarray(), lower=True), Bd.T)
     factor = _factor(name, A)
-    for sub_batch in (1, 9, 128):  # pieces shared by several sub-batches, or one
+    # the Gram of the forward solves, with pieces shared by several sub-batches or one;
+    # then the full solves (the route is chosen by estimated time)
+    for sub_batch, advantage in ((1, 1e12), (9, 1e12), (128, 1e12), (128, 1e-12)):
         monkeypatch.setattr(_sparse_rhs, "SUB_BATCH", sub_batch)
+        monkeypatch.setattr(_cpu, "_GRAM_FLOP_ADVANTAGE", advantage)
         G = factor.quadratic_form_matrix(B)
         np.testing.assert_allclose(G, exact, rtol=0, atol=1e-12 * np.abs(exact).max())
         np.testing.assert_array_equal(G, G.T)

@@ -207,13 +207,13 @@ def quadratic_forms_by_solves(factor, B, xp, block_bytes=1 << 30):
 
 def quadratic_form_matrix_by_solves(factor, B, xp, block_bytes=1 << 30):
     """``B A⁻¹ Bᵀ`` (dense, an ``xp`` array) for the sparse (m, n) matrix B, by full solves
-    with ``factor`` (see :func:`_solved_blocks`); holds the (m, m) result and two n-row
-    blocks."""
+    with ``factor`` (see :func:`_solved_blocks`), made exactly symmetric (the solves'
+    rounding is not); holds two (m, m) matrices and two n-row blocks."""
     m = B.shape[0]
     out = xp.empty((m, m))
     for start, stop, _, Z in _solved_blocks(factor, B, xp, block_bytes):
         out[:, start:stop] = B @ Z[:, :stop - start]
-    return out
+    return (out + out.T) * 0.5  # not in place: CuPy does not order overlapping writes
 
 
 def _solved_blocks(factor, B, xp, block_bytes):

@@ -120,13 +120,13 @@ class SparseSPDFactor:
         return forward.quadratic_forms(_columns_to(B, position_of))
 
     def quadratic_form_matrix(self, B):
-        """``B A⁻¹ Bᵀ`` (dense) for the sparse host matrix B (m, n), the same way as
-        :meth:`quadratic_forms`."""
+        """``B A⁻¹ Bᵀ`` (dense) for the sparse host matrix B (m, n), as the CHOLMOD
+        factor's :meth:`CholmodSPDFactor.quadratic_form_matrix` does."""
         forward, position_of = self._forward_solver()
         B = sp.csr_matrix(B, dtype=np.float64)
         if forward is None:
             return quadratic_form_matrix_by_solves(self, B, np)
-        return forward.gram(_columns_to(B, position_of))
+        return _quadratic_form_matrix(self, forward, position_of, B)
 
     def _forward_solver(self):
         """``(SupernodalForward or None, position_of)`` for the current factor."""
@@ -164,6 +164,28 @@ class SparseSPDFactor:
             raise ValueError("refactor needs a matrix with the same sparsity pattern.")
         self._A.data[:] = B.data
         self._factorize()
+
+
+#: How many times faster a flop of the forward solves' Gram runs than one of the sparse
+#: factors' own full solves with many dense right-hand sides (CHOLMOD: ~2 GF/s against
+#: ~20 GF/s on 2 cores at n = 50,000; benchmarks/results/sparse_gp_variance_cpu_2core.json).
+#: Both routes are exact: a wrong choice costs time, not accuracy.
+_GRAM_FLOP_ADVANTAGE = 8.0
+
+
+def _quadratic_form_matrix(factor, forward, position_of, B, xp=np):
+    """``B A⁻¹ Bᵀ`` by the route with the smaller estimated time: the Gram of the
+    forward solves (cost grows with m² times the separators' widths) or the factor's
+    full solves (m times the factor's size)."""
+    Bp = _columns_to(B, position_of)
+    gram = forward.gram_flops(Bp) / _GRAM_FLOP_ADVANTAGE
+    solves = forward.solve_flops(B.shape[0])
+    logger.debug("B A^-1 B^T for %d rows: %s (estimated flops: Gram %.3g, full solves "
+                 "%.3g)", B.shape[0], "Gram" if gram <= solves else "full solves",
+                 gram * _GRAM_FLOP_ADVANTAGE, solves)
+    if gram <= solves:
+        return forward.gram(Bp)
+    return quadratic_form_matrix_by_solves(factor, B, xp)
 
 
 def _columns_to(B, position_of):
@@ -316,10 +338,11 @@ class CholmodSPDFactor:
 
     def quadratic_form_matrix(self, B):
         """``B A⁻¹ Bᵀ = (L⁻¹ P Bᵀ)ᵀ (L⁻¹ P Bᵀ)`` (dense) for the sparse host matrix B
-        (m, n), by the same forward solves as :meth:`quadratic_forms`."""
+        (m, n): the Gram of the forward solves of :meth:`quadratic_forms`, or full
+        solves where they are estimated faster (few training points, many rows)."""
         forward, position_of = self._forward_solver()
         B = sp.csr_matrix(B, dtype=np.float64)
-        return forward.gram(_columns_to(B, position_of))
+        return _quadratic_form_matrix(self, forward, position_of, B)
 
     def _forward_solver(self):
         if self._forward is None:

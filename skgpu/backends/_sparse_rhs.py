@@ -155,6 +155,27 @@ class SupernodalForward:
             out[chunk] = acc
         return out
 
+    def gram_flops(self, B):
+        """Estimated flops of :meth:`gram` for B: the solves, ``Σ_s |T_s| (w² + 2 w r)``,
+        and the products, ``Σ_s |T_s|² w``, with ``T_s`` the rows reaching supernode s
+        (counted by sub-batches)."""
+        B, points = self._prepare(B)
+        B = B[points]
+        m = B.shape[0]
+        count = np.zeros(self.bounds.size - 1)
+        for k0 in range(0, m, SUB_BATCH):
+            k1 = min(m, k0 + SUB_BATCH)
+            count[self._reach(self.owner[B.indices[B.indptr[k0]:B.indptr[k1]]])] += k1 - k0
+        w = np.diff(self.bounds).astype(np.float64)
+        r = np.array([R.size for R in self.rows], dtype=np.float64)
+        return float(count @ (w * w + 2 * w * r) + (count * count) @ w)
+
+    def solve_flops(self, m):
+        """Flops of full forward and backward solves with m dense right-hand sides."""
+        w = np.diff(self.bounds).astype(np.float64)
+        r = np.array([R.size for R in self.rows], dtype=np.float64)
+        return float(2 * m * (w * w + 2 * w * r).sum())
+
     def gram(self, B):
         """``(L⁻¹ Bᵀ)ᵀ (L⁻¹ Bᵀ)``, dense (m, m), for the sparse (m, n) matrix B: all m
         rows are solved as one chunk (the product couples every pair)."""
