@@ -210,9 +210,10 @@ def test_quadratic_form_matrix_equals_dense_solves(monkeypatch, seed, name):
     factor = _factor(name, A)
     # the Gram of the forward solves, with pieces shared by several sub-batches or one;
     # then the full solves (the route is chosen by estimated time)
-    for sub_batch, advantage in ((1, 1e12), (9, 1e12), (128, 1e12), (128, 1e-12)):
+    for sub_batch, per_entry in ((1, 0.0), (9, 0.0), (128, 0.0), (128, 1e9)):
         monkeypatch.setattr(_sparse_rhs, "SUB_BATCH", sub_batch)
-        monkeypatch.setattr(_cpu, "_GRAM_FLOP_ADVANTAGE", advantage)
+        monkeypatch.setattr(_cpu, "_GRAM_S_PER_ENTRY", per_entry)
+        monkeypatch.setattr(_cpu, "_GRAM_FLOPS_PER_S", 1e30 if per_entry == 0 else 1.0)
         G = factor.quadratic_form_matrix(B)
         np.testing.assert_allclose(G, exact, rtol=0, atol=1e-12 * np.abs(exact).max())
         np.testing.assert_array_equal(G, G.T)
@@ -238,7 +239,17 @@ def test_sparse_cov_and_samples_equal_dense(device, seed):
         samples_s = sparse.sample_y(X_test, 3, random_state=1)
     np.testing.assert_allclose(cov_s, cov_d, rtol=0, atol=1e-9 * np.abs(cov_d).max())
     np.testing.assert_allclose(np.sqrt(np.diag(cov_s)), std_s, rtol=1e-9)
-    # the draws are scikit-learn's from this mean and covariance (comparing them with
-    # the dense path's draws would compare two SVDs of a nearly singular matrix)
-    expected = np.random.RandomState(1).multivariate_normal(mean_s, cov_s, 3).T
-    np.testing.assert_allclose(samples_s, expected, rtol=1e-12, atol=1e-12)
+    if device == "cpu":
+        # the draws are scikit-learn's from this mean and covariance (comparing them
+        # with the dense path's draws would compare two SVDs of a nearly singular matrix)
+        expected = np.random.RandomState(1).multivariate_normal(mean_s, cov_s, 3).T
+        np.testing.assert_allclose(samples_s, expected, rtol=1e-12, atol=1e-12)
+    # on any device: many draws have the predicted mean and covariance (cuSPARSE's
+    # products round differently from call to call, so the draws are not bitwise
+    # repeatable on the GPU)
+    with skgpu.config_context(device=device):
+        draws = sparse.sample_y(X_test, 4000, random_state=2)
+    sd = np.sqrt(np.diag(cov_s))
+    assert np.all(np.abs(draws.mean(axis=1) - mean_s) <= 5 * sd / np.sqrt(4000) + 1e-12)
+    np.testing.assert_allclose(np.cov(draws), cov_s, rtol=0,
+                               atol=6 * np.sqrt(2 / 4000) * np.max(np.diag(cov_s)))

@@ -166,23 +166,28 @@ class SparseSPDFactor:
         self._factorize()
 
 
-#: How many times faster a flop of the forward solves' Gram runs than one of the sparse
-#: factors' own full solves with many dense right-hand sides (CHOLMOD: ~2 GF/s against
-#: ~20 GF/s on 2 cores at n = 50,000; benchmarks/results/sparse_gp_variance_cpu_2core.json).
-#: Both routes are exact: a wrong choice costs time, not accuracy.
-_GRAM_FLOP_ADVANTAGE = 8.0
+#: Rates of the two routes to ``B A⁻¹ Bᵀ``, measured on 2 cores
+#: (benchmarks/results/sparse_gp_variance_cpu_2core.json): the factors' own full solves
+#: with many dense right-hand sides run at ~2e9 flop/s (CHOLMOD at n = 5,000 and
+#: 50,000), the forward solves' Gram at ~5e10 flop/s plus ~1.2e-7 s an entry of the
+#: (m, m) result (its passes over memory: 11-13 s for m = 10,000 at either n). Both
+#: routes are exact: a wrong choice costs time, not accuracy.
+_SOLVES_FLOPS_PER_S = 2e9
+_GRAM_FLOPS_PER_S = 5e10
+_GRAM_S_PER_ENTRY = 1.2e-7
 
 
 def _quadratic_form_matrix(factor, forward, position_of, B, xp=np):
     """``B A⁻¹ Bᵀ`` by the route with the smaller estimated time: the Gram of the
-    forward solves (cost grows with m² times the separators' widths) or the factor's
+    forward solves (its cost grows with m² and the separators' widths) or the factor's
     full solves (m times the factor's size)."""
     Bp = _columns_to(B, position_of)
-    gram = forward.gram_flops(Bp) / _GRAM_FLOP_ADVANTAGE
-    solves = forward.solve_flops(B.shape[0])
-    logger.debug("B A^-1 B^T for %d rows: %s (estimated flops: Gram %.3g, full solves "
-                 "%.3g)", B.shape[0], "Gram" if gram <= solves else "full solves",
-                 gram * _GRAM_FLOP_ADVANTAGE, solves)
+    m = B.shape[0]
+    gram = forward.gram_flops(Bp) / _GRAM_FLOPS_PER_S + _GRAM_S_PER_ENTRY * m * m
+    solves = forward.solve_flops(m) / _SOLVES_FLOPS_PER_S
+    logger.debug("B A^-1 B^T for %d rows by %s (estimated: Gram %.3g s, full solves "
+                 "%.3g s)", m, "the Gram" if gram <= solves else "full solves", gram,
+                 solves)
     if gram <= solves:
         return forward.gram(Bp)
     return quadratic_form_matrix_by_solves(factor, B, xp)
