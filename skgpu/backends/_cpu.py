@@ -126,7 +126,7 @@ class SparseSPDFactor:
         B = sp.csr_matrix(B, dtype=np.float64)
         if forward is None:
             return quadratic_form_matrix_by_solves(self, B, np)
-        return _quadratic_form_matrix(self, forward, position_of, B)
+        return forward.gram(_columns_to(B, position_of))
 
     def _forward_solver(self):
         """``(SupernodalForward or None, position_of)`` for the current factor."""
@@ -164,33 +164,6 @@ class SparseSPDFactor:
             raise ValueError("refactor needs a matrix with the same sparsity pattern.")
         self._A.data[:] = B.data
         self._factorize()
-
-
-#: Rates of the two routes to ``B A⁻¹ Bᵀ``, measured on 2 cores
-#: (benchmarks/results/sparse_gp_variance_cpu_2core.json): the factors' own full solves
-#: with many dense right-hand sides run at ~2e9 flop/s (CHOLMOD at n = 5,000 and
-#: 50,000), the forward solves' Gram at ~5e10 flop/s plus ~1.2e-7 s an entry of the
-#: (m, m) result (its passes over memory: 11-13 s for m = 10,000 at either n). Both
-#: routes are exact: a wrong choice costs time, not accuracy.
-_SOLVES_FLOPS_PER_S = 2e9
-_GRAM_FLOPS_PER_S = 5e10
-_GRAM_S_PER_ENTRY = 1.2e-7
-
-
-def _quadratic_form_matrix(factor, forward, position_of, B, xp=np):
-    """``B A⁻¹ Bᵀ`` by the route with the smaller estimated time: the Gram of the
-    forward solves (its cost grows with m² and the separators' widths) or the factor's
-    full solves (m times the factor's size)."""
-    Bp = _columns_to(B, position_of)
-    m = B.shape[0]
-    gram = forward.gram_flops(Bp) / _GRAM_FLOPS_PER_S + _GRAM_S_PER_ENTRY * m * m
-    solves = forward.solve_flops(m) / _SOLVES_FLOPS_PER_S
-    logger.debug("B A^-1 B^T for %d rows by %s (estimated: Gram %.3g s, full solves "
-                 "%.3g s)", m, "the Gram" if gram <= solves else "full solves", gram,
-                 solves)
-    if gram <= solves:
-        return forward.gram(Bp)
-    return quadratic_form_matrix_by_solves(factor, B, xp)
 
 
 def _columns_to(B, position_of):
@@ -343,11 +316,12 @@ class CholmodSPDFactor:
 
     def quadratic_form_matrix(self, B):
         """``B A⁻¹ Bᵀ = (L⁻¹ P Bᵀ)ᵀ (L⁻¹ P Bᵀ)`` (dense) for the sparse host matrix B
-        (m, n): the Gram of the forward solves of :meth:`quadratic_forms`, or full
-        solves where they are estimated faster (few training points, many rows)."""
+        (m, n): the Gram of the forward solves of :meth:`quadratic_forms`. (Full solves
+        were slower at every size measured: 19 s against 11 s for m = 10,000 at
+        n = 5,000, ~200 s against 13 s at n = 50,000.)"""
         forward, position_of = self._forward_solver()
         B = sp.csr_matrix(B, dtype=np.float64)
-        return _quadratic_form_matrix(self, forward, position_of, B)
+        return forward.gram(_columns_to(B, position_of))
 
     def _forward_solver(self):
         if self._forward is None:
