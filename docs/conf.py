@@ -57,7 +57,7 @@ def _benchmark_tables(app):
 
     (HERE / "benchmark_results.rst").write_text(
         benchmark_tables.render(HERE.parent / "benchmarks" / "results"))
-    (HERE / "sparse_gp_variance_table.rst").write_text(
+    (HERE / "sparse_gp_variance_table.inc").write_text(
         benchmark_tables.sparse_gp_variance_table(HERE.parent / "benchmarks" / "results"))
 
 

@@ -78,3 +78,22 @@ def test_benchmark_page_escapes_free_text():
     assert _text("n_samples") == "n_samples"
     page = render(ROOT / "benchmarks" / "results")
     assert "L_ " not in page and "**" in page
+
+
+def test_bench_sparse_gp_variance_runs_small(tmp_path):
+    """The sparse variance benchmark at a small size: every row written, the forward
+    solves' std and covariance equal to the full solves'."""
+    out_file = tmp_path / "variance.json"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_sparse_gp_variance.py"), "--n",
+         "1500", "--points", "300", "--reference-points", "100", "--cov-points", "200",
+         "--out", str(out_file)], capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out_file.read_text())["results"]
+    assert not [r for r in rows if "error" in r]
+    std = [r for r in rows if r["case"].startswith("predict std")]
+    cov = [r for r in rows if r["case"].startswith("predict cov")]
+    assert std and cov and len(std) == len(cov)
+    assert all(r["std_max_rel_diff_vs_reference"] < 1e-10 for r in std)
+    assert all(r["cov_max_abs_diff_vs_reference_over_max"] < 1e-12 for r in cov)
+    assert [r for r in rows if r["case"].startswith("public log_marginal_likelihood")]
