@@ -101,7 +101,7 @@ class GPUSparseSPDFactor:
 
     def quadratic_form_matrix(self, B):
         """``B A⁻¹ Bᵀ`` (dense, on the device) for the sparse device matrix B (m, n),
-        by one full solve with m right-hand sides."""
+        by full solves on dense blocks of right-hand sides."""
         return quadratic_form_matrix_by_solves(self, B, cp)
 
     def refactor(self, A):
