@@ -47,22 +47,19 @@ class FullSolves:
     """Within the block, every sparse factor computes its quadratic forms by full solves
     on dense right-hand sides (the reference route)."""
 
-    def __init__(self, factor):
-        self.cls = type(factor)
+    def __init__(self, factor, xp):
+        self.cls, self.xp = type(factor), xp
 
     def __enter__(self):
-        cls = self.cls
+        cls, xp = self.cls, self.xp
         self.saved = (cls.quadratic_forms, cls.quadratic_form_matrix)
         cls.quadratic_forms = lambda f, B, block_bytes=1 << 30: (
-            _common.quadratic_forms_by_solves(f, B, get_backend(BACKEND).xp, block_bytes))
+            _common.quadratic_forms_by_solves(f, B, xp, block_bytes))
         cls.quadratic_form_matrix = lambda f, B: _common.quadratic_form_matrix_by_solves(
-            f, B, get_backend(BACKEND).xp)
+            f, B, xp)
 
     def __exit__(self, *exc):
         self.cls.quadratic_forms, self.cls.quadratic_form_matrix = self.saved
-
-
-BACKEND = "cpu"
 
 
 def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
@@ -86,9 +83,10 @@ def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
             _, warm = timeit(lambda: gp.predict(X_test, return_std=True), 3, warmup=0)
             row = {"case": f"predict std, {points:,} points, {tag}", "cold_s": cold,
                    "warm": warm}
-            factor = gp._state_on(get_backend(device)).lml.factor
+            ops = get_backend(device)
+            factor, xp = gp._state_on(ops).lml.factor, ops.xp
             sub = X_test[:reference_points]
-            with FullSolves(factor):
+            with FullSolves(factor, xp):
                 (_, std_ref), ref_s = synchronized(
                     lambda: gp.predict(sub, return_std=True))
             row |= {"reference_full_solves_s": ref_s,
@@ -102,7 +100,7 @@ def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
             (_, cov), cov_s = synchronized(lambda: gp.predict(cov_x, return_cov=True))
             _, cov_warm = timeit(lambda: gp.predict(cov_x, return_cov=True), 2, warmup=0)
             sub_cov = min(cov_points, reference_points)
-            with FullSolves(factor):
+            with FullSolves(factor, xp):
                 (_, cov_ref), cov_ref_s = synchronized(
                     lambda: gp.predict(cov_x[:sub_cov], return_cov=True))
             scale = np.max(np.abs(cov_ref))
@@ -139,7 +137,6 @@ def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
 
 
 def main():
-    global BACKEND
     parser = standard_parser(__doc__)
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     parser.add_argument("--n", type=int, nargs="+", default=[5_000, 50_000])
@@ -149,7 +146,6 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.n, args.points, args.reference_points, args.cov_points = [5_000], 2_000, 300, 1_000
-    BACKEND = args.device
     doc = {"machine": machine(), "benchmark": "sparse_gp_variance", "results": [],
            "timing": "public methods; cold = the first call after the fit, one run; warm "
                      "= median of 3 after it; the reference route on a subset, scaled"}

@@ -27,7 +27,9 @@ operation            meaning
 ``cholesky``         factor with ``solve``, ``logdet``, ``inverse``, ``half_inverse``
 ``solve_triangular`` ``L⁻¹ B`` for a lower-triangular L (``solve_triangular_right``:
                      ``C L⁻ᵀ`` in place)
-``sparse_spd``       sparse SPD factor with ``solve``, ``logdet``, ``refactor``
+``sparse_spd``       sparse SPD factor (:class:`~.interface.SparseFactor`): ``solve``,
+                     ``logdet``, ``refactor``, ``quadratic_forms`` (``bᵢᵀ A⁻¹ bᵢ``)
+                     and ``quadratic_form_matrix`` (``B A⁻¹ Bᵀ``)
 ===================  ==================================================================
 
 The signatures are the :class:`~skgpu.backends.interface.Backend` protocol, which mypy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg as sla
@@ -20,6 +21,9 @@ from ._common import (
     tril_in_place,
 )
 from ._sparse_rhs import SupernodalForward
+
+if TYPE_CHECKING:
+    from .interface import SparseFactor
 
 logger = logging.getLogger("skgpu")
 
@@ -538,7 +542,7 @@ class CPUBackend:
         return CholeskyFactor(L, what)
 
     # sparse ---------------------------------------------------------------------------
-    def sparse_spd(self, A, *, what="matrix"):
+    def sparse_spd(self, A, *, what="matrix") -> SparseFactor:
         """CHOLMOD's supernodal Cholesky where cvxopt is installed (the ``sparse``
         extra), else SciPy's SuperLU in symmetric mode."""
         if _cholmod() is not None:

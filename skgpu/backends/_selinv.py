@@ -23,6 +23,15 @@ import scipy.sparse as sp
 from scipy.linalg.lapack import dtrtri
 
 
+def lower_factor(L):
+    """L as a SciPy CSC matrix, checked to have sorted row indices (the factors this
+    module and :mod:`._sparse_rhs` read are laid out in dense blocks by position)."""
+    L = sp.csc_matrix(L)
+    if not L.has_sorted_indices:
+        raise ValueError("the factor's row indices must be sorted")
+    return L
+
+
 def supernodes(L):
     """Boundaries of L's fundamental supernodes (``[0, ..., n]``): column j + 1 joins j's
     supernode when it is j's only parent and holds j's pattern less j itself."""
@@ -41,9 +50,7 @@ class SelectedInverse:
     ``A = L Lᵀ`` for a lower-triangular CSC L with sorted row indices."""
 
     def __init__(self, L):
-        L = sp.csc_matrix(L)
-        if not L.has_sorted_indices:
-            raise ValueError("the factor's row indices must be sorted")
+        L = lower_factor(L)
         n = L.shape[0]
         self.n = n
         self.indptr, self.indices = L.indptr.copy(), L.indices.copy()

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import dgemm, dsyrk, dtrsm
 
-from ._selinv import supernodes
+from ._selinv import lower_factor, supernodes
 
 #: Test points solved together below the chunk's shared supernodes ...
 SUB_BATCH = 128
@@ -56,9 +56,7 @@ class SupernodalForward:
     otherwise."""
 
     def __init__(self, L):
-        L = sp.csc_matrix(L)
-        if not L.has_sorted_indices:
-            raise ValueError("the factor's row indices must be sorted")
+        L = lower_factor(L)
         n = L.shape[0]
         self.n = n
         indptr, indices, data = L.indptr, L.indices, L.data

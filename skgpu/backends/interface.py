@@ -11,6 +11,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 
+class SparseFactor(Protocol):
+    """What ``sparse_spd`` returns on either backend: a sparse SPD factor ``A = L Lᵀ``
+    (CHOLMOD or SuperLU on the CPU, cuDSS on the GPU)."""
+
+    @property
+    def shape(self) -> Any: ...
+    def solve(self, B: Any) -> Any: ...
+    def logdet(self) -> float: ...
+    def refactor(self, A: Any) -> None: ...
+    def quadratic_forms(self, B: Any, block_bytes: int = 1 << 30) -> Any:
+        """``bᵢᵀ A⁻¹ bᵢ`` (host array) for each row of the sparse (m, n) matrix B."""
+    def quadratic_form_matrix(self, B: Any) -> Any:
+        """``B A⁻¹ Bᵀ``, dense, for the sparse (m, n) matrix B."""
+
+
 class Backend(Protocol):
     """What a backend provides (see the table in :mod:`skgpu.backends`)."""
 
@@ -58,7 +73,7 @@ class Backend(Protocol):
     def cholesky(self, A: Any, *, what: str = "matrix", overwrite: bool = False) -> Any: ...
 
     # sparse
-    def sparse_spd(self, A: Any, *, what: str = "matrix") -> Any: ...
+    def sparse_spd(self, A: Any, *, what: str = "matrix") -> SparseFactor: ...
 
 
 if TYPE_CHECKING:

@@ -4,6 +4,7 @@ library module that does the work (see the package's docstring for the map)."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import cupy as cp
 import cupyx.scipy.sparse as csp
@@ -15,6 +16,9 @@ from .._common import accurate_centred_gram, not_positive_definite
 from . import cublas, cublaslt, cusolver, cusparse, staging, tsqr
 from .cudss import GPUSparseSPDFactor
 from .kernels import sq_dist_kernel
+
+if TYPE_CHECKING:
+    from ..interface import SparseFactor
 
 logger = logging.getLogger("skgpu")
 
@@ -259,7 +263,7 @@ class GPUBackend:
         return cusolver.GPUCholeskyFactor(F, what)
 
     # sparse ---------------------------------------------------------------------------
-    def sparse_spd(self, A, *, what="matrix"):
+    def sparse_spd(self, A, *, what="matrix") -> SparseFactor:
         return GPUSparseSPDFactor(A, what)
 
 
