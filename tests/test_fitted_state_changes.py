@@ -93,6 +93,13 @@ def test_the_fitted_state_is_reused_until_something_changes(device, path):
     with skgpu.config_context(device=device):
         gp = GaussianProcessRegressor(kernel, optimizer=None, cholesky=path).fit(X, y)
         assert gp.cholesky_ == path
+        if path == "dense" and device == "cpu":
+            # host data on the CPU: scikit-learn's own predict, which reads L_ and
+            # alpha_ at every call (no state to reuse)
+            before = gp.predict(X[:5])
+            gp.alpha_ = gp.alpha_ * 2.0
+            np.testing.assert_allclose(gp.predict(X[:5]), 2.0 * before, rtol=1e-12)
+            return
         state = gp._device_cache["state"][1]
         gp.predict(X[:5], return_std=True)
         assert gp._device_cache["state"][1] is state

@@ -15,7 +15,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
 from .._typing import MatrixLike
-from ..backends import get_backend, run_with_fallback, select_backend
+from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
+from ..backends import select_backend
 from ..backends import centre_columns
 from ..backends import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._cache import cached
@@ -32,6 +33,11 @@ from ..utils.validation import (
     prepare,
     validate_inverse_input,
 )
+
+
+#: scikit-learn's own transform, without its set_output wrapper (PCA.transform's wraps
+#: the call already).
+_sk_transform = getattr(_SkPCA.transform, "__wrapped__", _SkPCA.transform)
 
 
 @dataclass
@@ -558,6 +564,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
         X_new : array of shape (n_samples, n_components)
             In the container of ``X`` (NumPy, CuPy or torch on the same device).
         """
+        # host data on the CPU: scikit-learn's own transform (it checks the fit first)
+        out = run_reference_on_host(lambda: _sk_transform(self, X), X=X,
+                                    operations=("matmul",), what="PCA.transform")
+        if out is not NOT_RUN:
+            return out
         check_is_fitted(self)
         if is_dask_collection(X):
             from ..dask import map_rows

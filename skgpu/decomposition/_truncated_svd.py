@@ -8,7 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._typing import MatrixLike
-from ..backends import get_backend, run_with_fallback
+from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
 from ..backends import container_of, convert_output, is_dask_collection, to_numpy
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
@@ -20,6 +20,10 @@ from ..utils.validation import (
 )
 from ._pca import _arpack_svd, _flip_signs, _max_abs, _power_of_two, _row_signs
 
+
+#: scikit-learn's own transform, without its set_output wrapper (TruncatedSVD.transform's
+#: wraps the call already).
+_sk_transform = getattr(_SkTruncatedSVD.transform, "__wrapped__", _SkTruncatedSVD.transform)
 
 #: Bytes of the centred row block formed at a time by :func:`_column_variance_sum`.
 _VARIANCE_BLOCK_BYTES = 1 << 26
@@ -257,6 +261,11 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         X_new : array of shape (n_samples, n_components)
             X in the space of the components.
         """
+        # host data on the CPU: scikit-learn's own transform (it checks the fit first)
+        out = run_reference_on_host(lambda: _sk_transform(self, X), X=X,
+                                    operations=("matmul",), what="TruncatedSVD.transform")
+        if out is not NOT_RUN:
+            return out
         check_is_fitted(self)
         if is_dask_collection(X):
             from ..dask import map_rows

@@ -20,7 +20,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
 
 from .._typing import ArrayLike, MatrixLike, RandomStateLike
-from ..backends import run_with_fallback
+from ..backends import NOT_RUN, run_reference_on_host, run_with_fallback
 from ..backends import container_of, convert_output, to_numpy
 from ..backends import tril_in_place
 from ..utils._cache import Identity, cached, store
@@ -76,6 +76,27 @@ def _factor_stays_on(ops):
     """Whether a fit on ``ops`` leaves its factor there, ``L_`` copied on first read (the
     GPU: a host copy of n² · 8 bytes); a seam the tests use to run that path anywhere."""
     return ops.is_gpu
+
+
+#: Bytes of the cross-covariance K(X, X_train_) up to which a predict on host float64
+#: data on the CPU is scikit-learn's own (a small call: its temporaries, a few times this,
+#: stay far below what the panelled predict bounds at large n).
+_REFERENCE_PREDICT_BYTES = 1 << 23
+
+
+def _reference_predict_flops(gp, X, return_cov):
+    """The size of a dense predict at X where scikit-learn's own predict computes what
+    ours does: a float64 NumPy query on a dense float64 fit, small enough (above);
+    else None. (Our compact kernels evaluate float32 input in float32 under scikit-learn's
+    predict, where ours promotes it.)"""
+    if (getattr(gp, "cholesky_", None) != "dense" or not isinstance(X, np.ndarray)
+            or X.dtype != np.float64 or X.ndim != 2
+            or getattr(gp.X_train_, "dtype", None) != np.float64):
+        return None
+    m, n = X.shape[0], gp.X_train_.shape[0]
+    if 8 * m * max(n, m if return_cov else 0) > _REFERENCE_PREDICT_BYTES:
+        return None
+    return 2.0 * m * n * n
 
 
 class _FittedState(NamedTuple):
@@ -664,6 +685,16 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             Covariance of the joint predictive distribution at X (with
             ``return_cov=True``).
         """
+        flops = _reference_predict_flops(self, X, return_cov)
+        if flops is not None:
+            # a small call on host data on the CPU: scikit-learn's own predict, on L_
+            out: Any = run_reference_on_host(
+                lambda: super(GaussianProcessRegressor, self).predict(
+                    X, return_std=return_std, return_cov=return_cov),
+                X=X, operations=("cholesky", "solve_triangular", "matmul"),
+                what="GaussianProcessRegressor.predict", flops=flops)
+            if out is not NOT_RUN:
+                return out
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         kernel = self.kernel_ if hasattr(self, "kernel_") else self.kernel

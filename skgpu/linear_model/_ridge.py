@@ -19,7 +19,7 @@ from sklearn.utils.metadata_routing import process_routing
 from sklearn.utils.validation import check_is_fitted
 
 from .._typing import ArrayLike, MatrixLike
-from ..backends import get_backend, run_with_fallback
+from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
 from ..backends import (
     container_of,
     convert_output,
@@ -88,6 +88,12 @@ class _DevicePredictMixin(RegressorScoreMixin):
         C : array of shape (n_samples,) or (n_samples, n_targets)
             In the container of ``X``.
         """
+        what = f"{type(self).__name__}.predict"
+        # host data on the CPU: scikit-learn's own predict (it checks the fit first)
+        out = run_reference_on_host(lambda: super(_DevicePredictMixin, self).predict(X),
+                                    X=X, operations=("matmul",), what=what)
+        if out is not NOT_RUN:
+            return out
         check_is_fitted(self)
         if is_dask_collection(X):
             from ..dask import map_rows
@@ -105,8 +111,7 @@ class _DevicePredictMixin(RegressorScoreMixin):
             out = checked_product(ops, inp.data, W, self, bias=b)
             return out.ravel() if one_target else out
 
-        out, _ = run_with_fallback(work, operations=("matmul",), X=inp,
-                                   what=f"{type(self).__name__}.predict")
+        out, _ = run_with_fallback(work, operations=("matmul",), X=inp, what=what)
         return convert_output(out, inp.spec)
 
     def __getstate__(self):
