@@ -1,14 +1,20 @@
 """GridSearchCV with scikit-learn's string scorers on device data, under scikit-learn's
 array-API dispatch: the user guide's setup, run by ``tests/test_device_workflows.py`` in a
 fresh interpreter with ``SCIPY_ARRAY_API=1`` in its environment. Prints one JSON line:
-per scorer, the device input's and the NumPy input's mean test scores and best parameters.
+per scorer, the device input's and the NumPy input's mean test scores and best parameters;
+the copies to the host, during the device searches and a predict, of device arrays of a
+tenth of X's size or more (calls to ``get``/``tolist``/``cpu``/``numpy`` seen by a
+profile hook, which a control copy shows sees them); the predict's container.
 
 Usage: ``SCIPY_ARRAY_API=1 python tests/device_search_script.py cupy`` (or ``torch``).
 """
 
 import json
 import sys
+import traceback
 
+#: Methods that copy a device array to the host (CuPy's, torch's).
+HOST_COPIES = ("get", "tolist", "cpu", "numpy")
 SCORERS = ("r2", "neg_mean_squared_error", "neg_mean_absolute_error", "explained_variance")
 
 
@@ -35,6 +41,24 @@ def main(kind):
 
         Xd, yd = torch.as_tensor(X, device="cuda"), torch.as_tensor(y, device="cuda")
 
+    large = X.size // 10
+    copies = []
+
+    def size(a):
+        return a.numel() if kind == "torch" else a.size
+
+    def hook(frame, event, arg):
+        if event == "c_call" and getattr(arg, "__name__", "") in HOST_COPIES:
+            owner = getattr(arg, "__self__", None)
+            if isinstance(owner, type(Xd)) and size(owner) >= large:
+                copies.append("".join(traceback.format_stack(frame, 3)))
+
+    sys.setprofile(hook)
+    Xd.cpu() if kind == "torch" else Xd.get()
+    sys.setprofile(None)
+    control = len(copies) == 1
+    copies.clear()
+
     def search(X, y, scoring):
         pipe = Pipeline([("pca", PCA()), ("ridge", RidgeCV(alphas=np.logspace(-3, 3, 7)))])
         s = GridSearchCV(pipe, {"pca__n_components": [1, 2, 4, 8, 16]}, scoring=scoring,
@@ -45,10 +69,22 @@ def main(kind):
 
     result = {}
     for scoring in SCORERS:
-        dev_scores, dev_best = search(Xd, yd, scoring)
+        sys.setprofile(hook)
+        try:
+            dev_scores, dev_best = search(Xd, yd, scoring)
+        finally:
+            sys.setprofile(None)
         np_scores, np_best = search(X, y, scoring)
         result[scoring] = [dev_scores, np_scores, dev_best, np_best]
-    print(json.dumps(result))
+    pipe = Pipeline([("pca", PCA(4)), ("ridge", RidgeCV())])
+    sys.setprofile(hook)
+    try:
+        with sklearn.config_context(array_api_dispatch=True):
+            out = pipe.fit(Xd, yd).predict(Xd)
+    finally:
+        sys.setprofile(None)
+    print(json.dumps({"scores": result, "control": control, "host_copies": copies,
+                      "predict_type": type(out).__module__.split(".")[0]}))
 
 
 if __name__ == "__main__":

@@ -149,11 +149,11 @@ def test_matmul_lower_precision_float32(ops, rng, precision):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
-@pytest.mark.parametrize("rhs", ["matrix", "vector", "fortran"])
+@pytest.mark.parametrize("rhs", ["matrix", "few", "vector", "fortran"])
 def test_spmm_formats(ops, rng, dtype, fmt, rhs):
     """SpMM (row-major cuSPARSE on the GPU) against SciPy: CSR, CSC (the transposed
     product) and a format the GPU hands to CuPy; unsorted, duplicated entries; a matrix,
-    a vector or a Fortran-ordered right-hand side."""
+    a few columns or a vector (SpMV on the GPU) or a Fortran-ordered right-hand side."""
     m, k = 300, 70
     rows, cols = rng.integers(0, m, 2000), rng.integers(0, k, 2000)  # with duplicates
     A = sp.coo_matrix((rng.standard_normal(2000), (rows, cols)), shape=(m, k))
@@ -165,13 +165,31 @@ def test_spmm_formats(ops, rng, dtype, fmt, rhs):
             A.indices[lo:hi] = A.indices[lo:hi][::-1]
             A.data[lo:hi] = A.data[lo:hi][::-1]
         A.has_sorted_indices = False
-    B = rng.standard_normal(k) if rhs == "vector" else rng.standard_normal((k, 9))
+    B = (rng.standard_normal(k) if rhs == "vector"
+         else rng.standard_normal((k, 3 if rhs == "few" else 9)))
     B = np.asfortranarray(B.astype(dtype))
     expected = A.astype(np.float64) @ B.astype(np.float64)
     out = ops.spmm(ops.asarray(A), ops.asarray(B))
     assert to_host(out).shape == expected.shape
     assert to_host(out).dtype == dtype
     assert_allclose_rel(out, expected, tol(dtype, 1e-12))
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("columns", [1, 3])
+def test_spmm_of_few_columns_repeats_bitwise(ops, rng, transposed, columns):
+    """A sparse product with a few columns (Ridge's Xᵀy) gives the same bits on every
+    call, for the transposed operand (CSC) and for rows of 1,000 entries: cuSPARSE's
+    SpMM sums those in an order that changes from run to run."""
+    X = sp.random(20000, 300, density=0.05, format="csr",
+                  random_state=int(rng.integers(1 << 30)))
+    A = X.T if transposed else X.T.tocsr()
+    B = ops.asarray(rng.standard_normal((20000, columns)))
+    A = ops.asarray(A)
+    first = to_host(ops.spmm(A, B))
+    assert_allclose_rel(first, X.T @ to_host(B), 1e-12)
+    for _ in range(20):
+        np.testing.assert_array_equal(to_host(ops.spmm(A, B)), first)
 
 
 def test_spmm_empty(ops, rng):

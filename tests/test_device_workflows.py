@@ -241,12 +241,18 @@ def test_searches_on_device_data_equal_numpy(rng, kind):
 def test_string_scorers_with_array_api_dispatch(kind):
     """The user guide's setup (SCIPY_ARRAY_API=1 before the imports, scikit-learn's
     array_api_dispatch on), in a fresh interpreter: the common string scorers give the
-    NumPy input's cv_results_ on device input."""
+    NumPy input's cv_results_ on device input, and X stays on the device end to end (no
+    host copy of X, of a fold or of anything a tenth of X's size, in the searches or a
+    Pipeline's fit and predict)."""
     env = {**os.environ, "SCIPY_ARRAY_API": "1"}
     out = subprocess.run([sys.executable, str(HERE / "device_search_script.py"), kind],
                          capture_output=True, text=True, env=env, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    output = json.loads(out.stdout.strip().splitlines()[-1])
+    assert output["control"], "the profile hook did not see a host copy"
+    assert output["host_copies"] == [], output["host_copies"][:3]
+    assert output["predict_type"] == kind
+    result = output["scores"]
     assert set(result) == {"r2", "neg_mean_squared_error", "neg_mean_absolute_error",
                            "explained_variance"}
     for scorer, (device_scores, numpy_scores, device_best, numpy_best) in result.items():

@@ -97,6 +97,23 @@ def test_ridgecv_diabetes(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("Estimator", [Ridge, RidgeCV])
+def test_sparse_fit_repeats_bitwise(rng, device, Estimator):
+    """The same sparse fit twice gives the same bits (scikit-learn's test_dense_sparse
+    compares two fits' scores with >=): columns of 1,000 entries, whose Xᵀy cuSPARSE's
+    SpMM sums in an order that changes from run to run."""
+    X = sp.random(20000, 300, density=0.05, format="csr",
+                  random_state=int(rng.integers(1 << 30)))
+    y = rng.standard_normal(20000)
+    with skgpu.config_context(device=device):
+        first = Estimator(fit_intercept=False).fit(X, y)
+        for _ in range(5):
+            again = Estimator(fit_intercept=False).fit(X, y)
+            np.testing.assert_array_equal(again.coef_, first.coef_)
+            assert again.score(X, y) == first.score(X, y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 @pytest.mark.parametrize("shape", [(200, 30), (30, 80)])
 @pytest.mark.parametrize("fit_intercept", [True, False])

@@ -75,7 +75,9 @@ class GPUBackend:
             w = cp.asarray(sample_weight, dtype=X.dtype)
             w = w / w.sum()
         if is_sparse(X):
-            return cp.asarray(X.T @ w).ravel()
+            # cuSPARSE's SpMV by the algorithm that sums in a fixed order (CuPy's product
+            # does not: the mean, and every fit from it, would change from run to run)
+            return self.spmm(X.T, w).ravel()
         # One GEMV; CuPy's X.mean(axis=0) on a C-ordered tall X is ~10x slower.
         return X.T @ w
 

@@ -9,15 +9,28 @@ from nvmath.bindings import cusparse
 
 from .handles import library_handle
 
-#: cuSPARSE SpMM algorithm for CSR times a row-major dense matrix (CSR_ALG2, for
-#: row-major operands; at the TruncatedSVD benchmark's shapes 0.81 / 1.13 ms for A·Q / Aᵀ·Q
-#: against 2.2 ms with CSR_ALG1 and 0.94 ms with CSR_ALG3; the DEFAULT measured as ALG2).
-_SPMM_ALG = cusparse.SpMMAlg.CSR_ALG2
+#: cuSPARSE SpMM algorithm for CSR times a row-major dense matrix. CSR_ALG3 gives the
+#: same bits on every run for rows of a few entries (tall X); CSR_ALG2, a little faster
+#: (1.12 against 1.51 ms for 200,000 × 1,000 at 10 entries a row times 300 columns; 0.81
+#: against 0.94 ms at the TruncatedSVD benchmark's A·Q), does not
+#: (``benchmarks/probes/spmm_algorithms.py``). For long rows (a wide A, the explicit Aᵀ
+#: of the randomized SVD) every SpMM algorithm changes its sums from run to run.
+_SPMM_ALG = cusparse.SpMMAlg.CSR_ALG3
+
+#: Products with at most this many columns go through SpMV's CSR_ALG2, one column at a
+#: time, which gives the same bits on every run. SpMM with the transposed operand, and
+#: its CSR algorithms on matrices with long rows, add partial sums in an order that
+#: changes from run to run (``benchmarks/probes/sparse_determinism.py``: 0 of 40 repeats
+#: equal for Xᵀy at 20,000 × 300 with 1,000 entries a column; SpMV CSR_ALG2 40 of 40).
+#: Ridge's Xᵀy therefore repeats exactly; the randomized SVD's block products (tens of
+#: columns) keep SpMM, which reads A once for all of them, and repeat to rounding.
+SPMV_MAX_COLUMNS = 8
 
 
 def sparse_product(A, B):
     """``A @ B`` for a CuPy CSR or CSC ``A`` and a dense ``B`` by cuSPARSE's SpMM with
-    row-major (C-ordered) B and result, or None where CuPy's own product is used instead
+    row-major (C-ordered) B and result (by SpMV, bitwise repeatable, for a B of at most
+    ``SPMV_MAX_COLUMNS`` columns), or None where CuPy's own product is used instead
     (another format or index type, mixed or non-float dtypes).
 
     CuPy's product asks for a Fortran-ordered B (a copy of the iterate at every power
@@ -39,6 +52,12 @@ def sparse_product(A, B):
         return C.ravel() if vector else C
     if not A.has_canonical_format:
         A.sum_duplicates()
+    if n <= SPMV_MAX_COLUMNS:
+        # a CSC A is the CSR of Aᵀ: its CSR is a permutation of the entries (no sums)
+        A_csr = A if A.format == "csr" else A.tocsr()
+        for j in range(n):
+            C[:, j] = csr_matvec(A_csr, B[:, j])
+        return C.ravel() if vector else C
     value_type = (nvmath.CudaDataType.CUDA_R_32F if A.dtype == np.float32
                   else nvmath.CudaDataType.CUDA_R_64F)
     index = cusparse.IndexType.INDEX_32I
@@ -66,3 +85,39 @@ def sparse_product(A, B):
         for destroy, descriptor in descriptors:
             destroy(descriptor)
     return C.ravel() if vector else C
+
+
+def csr_matvec(A, x, alg=cusparse.SpMVAlg.CSR_ALG2):
+    """``A @ x`` for a CuPy CSR ``A`` (float32/64, 32-bit indices) and a dense vector by
+    cuSPARSE's SpMV; CSR_ALG2 is documented to give bitwise the same result on every
+    run, where SpMM's CSR algorithms split long rows between threads."""
+    m, k = A.shape
+    x = cp.ascontiguousarray(x, dtype=A.dtype)
+    y = cp.zeros(m, dtype=A.dtype)
+    if A.nnz == 0:
+        return y
+    if not A.has_canonical_format:
+        A.sum_duplicates()
+    value_type = (nvmath.CudaDataType.CUDA_R_32F if A.dtype == np.float32
+                  else nvmath.CudaDataType.CUDA_R_64F)
+    index = cusparse.IndexType.INDEX_32I
+    handle = library_handle(cusparse)
+    alpha, beta = np.ones(1, dtype=A.dtype), np.zeros(1, dtype=A.dtype)
+    descriptors = []
+    try:
+        mat_a = cusparse.create_csr(m, k, A.nnz, A.indptr.data.ptr, A.indices.data.ptr,
+                                    A.data.data.ptr, index, index,
+                                    cusparse.IndexBase.ZERO, value_type)
+        descriptors.append((cusparse.destroy_sp_mat, mat_a))
+        vec_x = cusparse.create_dn_vec(k, x.data.ptr, value_type)
+        descriptors.append((cusparse.destroy_dn_vec, vec_x))
+        vec_y = cusparse.create_dn_vec(m, y.data.ptr, value_type)
+        descriptors.append((cusparse.destroy_dn_vec, vec_y))
+        args = (handle, cusparse.Operation.NON_TRANSPOSE, alpha.ctypes.data, mat_a, vec_x,
+                beta.ctypes.data, vec_y, value_type, alg)
+        workspace = cp.empty(max(1, cusparse.sp_mv_buffer_size(*args)), dtype=cp.uint8)
+        cusparse.sp_mv(*args, workspace.data.ptr)
+    finally:
+        for destroy, descriptor in descriptors:
+            destroy(descriptor)
+    return y
