@@ -197,3 +197,50 @@ def test_gpr_oom_at_the_last_step_reruns_with_the_same_restarts(monkeypatch, rng
     assert ours.backend_ == "cpu" and LastStepOOM.seen == total
     np.testing.assert_allclose(ours.kernel_.theta, ref.kernel_.theta, rtol=1e-12)
     assert ours.log_marginal_likelihood_value_ == ref.log_marginal_likelihood_value_
+
+
+def _small_call_cases(rng):
+    from sklearn import decomposition as skd
+    from sklearn import gaussian_process as skg
+    from sklearn import linear_model as skl
+
+    from skgpu.decomposition import TruncatedSVD
+    from skgpu.gaussian_process import GaussianProcessRegressor
+    from skgpu.linear_model import Ridge, RidgeCV
+
+    X, y = rng.standard_normal((300, 6)), rng.standard_normal(300)
+    return [(Ridge(), skl.Ridge(), "predict", X, y),
+            (RidgeCV(), skl.RidgeCV(), "predict", X, y),
+            (PCA(3, whiten=True), skd.PCA(3, whiten=True), "transform", X, None),
+            (TruncatedSVD(3, random_state=0), skd.TruncatedSVD(3, random_state=0),
+             "transform", X, None),
+            (GaussianProcessRegressor(optimizer=None),
+             skg.GaussianProcessRegressor(optimizer=None), "predict", X, y)]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_small_calls_on_the_cpu_are_scikit_learns_own_and_reported(rng, case):
+    """A transform or predict of host data on the CPU backend runs scikit-learn's own
+    method on the fitted attributes: its output to the bit, reported like any call."""
+    ours, theirs, method, X, y = _small_call_cases(rng)[case]
+    args = (X,) if y is None else (X, y)
+    with skgpu.config_context(device="cpu"):
+        ours.fit(*args)
+    theirs.fit(*args)
+    for name in ("coef_", "intercept_", "components_", "mean_", "explained_variance_",
+                 "alpha_", "X_train_", "L_", "_y_train_mean", "_y_train_std"):
+        if hasattr(theirs, name):  # the same model in both: the call is what is compared
+            setattr(theirs, name, getattr(ours, name))
+    name = f"{type(ours).__name__}.{method}"
+    for rows in (X[:1], X[:100], X[:7].tolist()):
+        with skgpu.config_context(device="cpu"), backends.observe_backends() as seen:
+            out = getattr(ours, method)(rows)
+        np.testing.assert_array_equal(out, getattr(theirs, method)(rows))
+        assert [(what, where) for what, where, _ in seen] == [(name, "cpu")]
+    if method == "predict" and type(ours).__name__ == "GaussianProcessRegressor":
+        # a float32 query is ours (it is promoted; scikit-learn's kernel may not)
+        X32 = X[:5].astype(np.float32)
+        with skgpu.config_context(device="cpu"), backends.observe_backends() as seen:
+            np.testing.assert_allclose(ours.predict(X32),
+                                       theirs.predict(X32.astype(np.float64)), rtol=1e-12)
+        assert [(what, where) for what, where, _ in seen] == [(name, "cpu")]

@@ -326,7 +326,7 @@ NOT_RUN = object()
 
 
 def run_reference_on_host(func: Callable[[], T], *, X: Any, operations: Iterable[str] = (),
-                          what: str = "predict", flops: float | None = None) -> T | object:
+                          what: str = "predict") -> T | object:
     """Run ``func()``, scikit-learn's own method, where the CPU backend is selected for
     host data X (NumPy, pandas, SciPy sparse, lists); return its result, or ``NOT_RUN``
     (device arrays, torch tensors, Dask collections, or the GPU selected).
@@ -335,8 +335,10 @@ def run_reference_on_host(func: Callable[[], T], *, X: Any, operations: Iterable
     scikit-learn's; its own code validates X once, where the backend route pays for an
     input record, a backend dispatch and device-copy caches around the same product (1.3
     to 1.6 x scikit-learn's time for 1 to 100 rows). The choice is logged and reported
-    as :func:`run_with_fallback` reports it, and runs under the same BLAS thread policy
-    (``flops``).
+    as :func:`run_with_fallback` reports it. It counts as work on the CPU backend for
+    the BLAS thread policy, of no stated size: scikit-learn's call keeps BLAS's threads
+    unless other work runs (holding one thread costs two library calls, ~40 µs, more than
+    such a call's product).
     """
     if is_device_array(X) or is_torch_tensor(X) or is_dask_collection(X):
         return NOT_RUN
@@ -345,7 +347,7 @@ def run_reference_on_host(func: Callable[[], T], *, X: Any, operations: Iterable
         return NOT_RUN
     logger.info("%s: %s", what, reason)
     _notify(what, backend.name, reason)
-    with managed_blas_threads(flops):
+    with managed_blas_threads():
         return func()
 
 

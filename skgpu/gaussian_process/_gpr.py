@@ -84,19 +84,16 @@ def _factor_stays_on(ops):
 _REFERENCE_PREDICT_BYTES = 1 << 23
 
 
-def _reference_predict_flops(gp, X, return_cov):
-    """The size of a dense predict at X where scikit-learn's own predict computes what
-    ours does: a float64 NumPy query on a dense float64 fit, small enough (above);
-    else None. (Our compact kernels evaluate float32 input in float32 under scikit-learn's
-    predict, where ours promotes it.)"""
+def _reference_predict(gp, X, return_cov):
+    """Whether scikit-learn's own predict computes at X what ours does: a float64 NumPy
+    query on a dense float64 fit, small enough (above). (Our compact kernels evaluate
+    float32 input in float32 under scikit-learn's predict, where ours promotes it.)"""
     if (getattr(gp, "cholesky_", None) != "dense" or not isinstance(X, np.ndarray)
             or X.dtype != np.float64 or X.ndim != 2
             or getattr(gp.X_train_, "dtype", None) != np.float64):
-        return None
+        return False
     m, n = X.shape[0], gp.X_train_.shape[0]
-    if 8 * m * max(n, m if return_cov else 0) > _REFERENCE_PREDICT_BYTES:
-        return None
-    return 2.0 * m * n * n
+    return 8 * m * max(n, m if return_cov else 0) <= _REFERENCE_PREDICT_BYTES
 
 
 class _FittedState(NamedTuple):
@@ -685,14 +682,13 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             Covariance of the joint predictive distribution at X (with
             ``return_cov=True``).
         """
-        flops = _reference_predict_flops(self, X, return_cov)
-        if flops is not None:
+        if _reference_predict(self, X, return_cov):
             # a small call on host data on the CPU: scikit-learn's own predict, on L_
             out: Any = run_reference_on_host(
                 lambda: super(GaussianProcessRegressor, self).predict(
                     X, return_std=return_std, return_cov=return_cov),
                 X=X, operations=("cholesky", "solve_triangular", "matmul"),
-                what="GaussianProcessRegressor.predict", flops=flops)
+                what="GaussianProcessRegressor.predict")
             if out is not NOT_RUN:
                 return out
         if return_std and return_cov:
