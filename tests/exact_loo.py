@@ -14,6 +14,8 @@ without an intercept) and ŷ the full-data fit. The p × p form is used when p <
 n × n form (push-through identity) otherwise.
 """
 
+from fractions import Fraction
+
 import numpy as np
 
 flint = None
@@ -183,3 +185,26 @@ def exact_ridge_predictions(X, y, alpha, X_new, sample_weight=None, fit_intercep
         return out
     finally:
         f.ctx.prec = old
+
+
+def exact_ridge_coef(X, y, alpha, fit_intercept=True):
+    """(XcᵀXc + αI)⁻¹ Xcᵀyc in exact rationals (Gauss-Jordan), as float64."""
+    n, p = X.shape
+    F = [[Fraction(float(v)) for v in row] for row in X]
+    yF = [Fraction(float(v)) for v in y]
+    if fit_intercept:
+        means = [sum(F[i][j] for i in range(n)) / n for j in range(p)]
+        ym = sum(yF) / n
+        F = [[F[i][j] - means[j] for j in range(p)] for i in range(n)]
+        yF = [v - ym for v in yF]
+    a = Fraction(float(alpha))
+    A = [[sum(F[k][i] * F[k][j] for k in range(n)) + (a if i == j else 0)
+          for j in range(p)] + [sum(F[k][i] * yF[k] for k in range(n))] for i in range(p)]
+    for c in range(p):
+        piv = next(r for r in range(c, p) if A[r][c] != 0)
+        A[c], A[piv] = A[piv], A[c]
+        A[c] = [v / A[c][c] for v in A[c]]
+        for r in range(p):
+            if r != c and A[r][c] != 0:
+                A[r] = [vr - A[r][c] * vc for vr, vc in zip(A[r], A[c])]
+    return np.array([float(A[i][p]) for i in range(p)])

@@ -307,22 +307,17 @@ def _ridge_fit(ops, inp, y, sample_weight, alpha, *, fit_intercept, solver):
         A = design.gram_samples() if kernel else design.gram_features()
         B = yw if kernel else design.rmatmul(yw)
         _require_finite(ops, A, inp.data, inp.sparse, "Ridge.fit")
-        sol = xp.empty_like(B)
-        eye = xp.eye(A.shape[0], dtype=dtype)
         try:
-            for a in np.unique(alphas):
-                cols = np.flatnonzero(alphas == a)
-                M = A + dtype.type(a) * eye
-                scale = ops.to_host(xp.sqrt(xp.diag(M)))
-                factor = ops.cholesky(M, what="regularised Gram matrix")
-                _check_conditioning(ops, factor, dtype, scale)
-                sol[:, cols] = factor.solve(B[:, cols])
+            sol = normal_equations_solve(ops, A, B, alphas)
             coef = design.rmatmul(sol) if kernel else sol
         except LinAlgError:
             solver = "svd"
-    if solver == "svd":
+    if solver == "svd" and n >= p:
+        coef = rescaled_solve(ops, design, yw, alphas)
+    if solver == "svd" and coef is None:
         # sparse X has no QR here: its fallback is the Gram's eigendecomposition (the
-        # normal equations' accuracy, with the pseudo-inverse rule below)
+        # normal equations' accuracy, with the pseudo-inverse rule below); alpha = 0
+        # needs the pseudo-inverse rule, wide X the n-sized spectrum
         spec = _decompose(ops, design, yw, "eigen" if design.sparse else "svd",
                           fit_intercept=fit_intercept, need_u=False)
         a = ops.asarray(np.ascontiguousarray(alphas))
@@ -339,7 +334,83 @@ def _ridge_fit(ops, inp, y, sample_weight, alpha, *, fit_intercept, solver):
     return coef, intercept_offsets, solver
 
 
-def _check_conditioning(ops, factor, dtype, scale):
+def normal_equations_solve(ops, A, B, alphas, rcond_floor=None):
+    """``(A + αI)⁻¹ B`` column by column (alpha per column of B) by Cholesky, whose
+    accuracy is that of the matrix equilibrated by its diagonal; raises LinAlgError (with
+    scikit-learn's warning) where that is singular to rounding, or (no warning) where its
+    reciprocal condition estimate is below ``rcond_floor`` (:func:`_check_conditioning`)."""
+    xp = ops.xp
+    dtype = np.dtype(A.dtype)
+    sol = xp.empty_like(B)
+    eye = xp.eye(A.shape[0], dtype=dtype)
+    for a in np.unique(alphas):
+        cols = np.flatnonzero(alphas == a)
+        M = A + dtype.type(a) * eye
+        scale = ops.to_host(xp.sqrt(xp.diag(M)))
+        factor = ops.cholesky(M, what="regularised Gram matrix")
+        _check_conditioning(ops, factor, dtype, scale, rcond_floor)
+        sol[:, cols] = factor.solve(B[:, cols])
+    return sol
+
+
+def rescaled_solve(ops, design, yw, alphas):
+    """Ridge's coefficients (p, t) for a tall design and finite positive alphas, solved
+    scaling-invariantly, or None where no such route is accurate to √ε (then only the
+    spectral route, which drops near-null directions, answers well).
+
+    The SVD of Xw, and the spectra RidgeCV uses, are not scaling-invariant: at column
+    scales spread over 1e±8 the smallest column's coefficient came out wrong in every
+    digit (scikit-learn's SVD route: 7e-5 relative; its RidgeCV: 0.9). Cholesky of the
+    normal equations is as accurate as they are conditioned once equilibrated by their
+    diagonal (van der Sluis), and is taken where that is 1/√ε or better; then a QR of the
+    column-equilibrated augmented matrix (the square root of that conditioning) for dense
+    X.
+    """
+    from numpy.linalg import LinAlgError
+
+    if not (np.all(np.isfinite(alphas)) and np.all(alphas > 0)):
+        return None
+    floor = float(np.sqrt(np.finfo(yw.dtype).eps))
+    try:
+        return normal_equations_solve(ops, design.gram_features(), design.rmatmul(yw),
+                                      alphas, rcond_floor=floor)
+    except LinAlgError:
+        pass
+    return None if design.sparse else _augmented_qr_solve(ops, design, yw, alphas)
+
+
+def _augmented_qr_solve(ops, design, yw, alphas):
+    """Ridge's coefficients (p, t) for a dense tall ``Xw`` and positive alphas as the
+    least-squares solution of ``[Xw; √α I] w ≈ [yw; 0]``, by a QR factorisation of that
+    matrix with its columns scaled to unit norm (column j by ``√(‖x_j‖² + α)``): as
+    accurate as that scaled matrix is conditioned, the square root of the equilibrated
+    normal equations' conditioning. Where it is singular to √ε (R's diagonal, min over
+    max), None: the coefficients along its near-null directions would be large and
+    cancel in the predictions, and the spectral route, which drops those directions, is
+    the better answer.
+    """
+    xp = ops.xp
+    n, p = design.shape
+    X = design.X
+    coef = xp.empty((p, yw.shape[1]), dtype=yw.dtype)
+    norms2 = xp.sum(X * X, axis=0)
+    for a in np.unique(alphas):
+        cols = np.flatnonzero(alphas == a)
+        s = xp.sqrt(norms2 + X.dtype.type(a))
+        A = xp.concatenate([X / s, xp.diag(X.dtype.type(np.sqrt(a)) / s)])
+        Q, R = ops.qr(A)
+        d = ops.to_host(xp.abs(xp.diag(R)))
+        if not float(np.min(d)) >= np.sqrt(np.finfo(d.dtype).eps) * float(np.max(d)):
+            return None
+        b = ops.matmul(Q[:n].T, xp.ascontiguousarray(yw[:, cols]))
+        # R upper triangular: R z = b is the lower-triangular solve of the flipped system
+        z = ops.solve_triangular(xp.ascontiguousarray(R[::-1, ::-1]),
+                                 xp.ascontiguousarray(b[::-1]))[::-1]
+        coef[:, cols] = z / s[:, None]
+    return coef
+
+
+def _check_conditioning(ops, factor, dtype, scale, rcond_floor=None):
     """Warn scikit-learn's ``LinAlgWarning`` and raise LinAlgError (so that the caller
     takes the SVD route) when the regularised Gram matrix is numerically singular.
 
@@ -364,6 +435,8 @@ def _check_conditioning(ops, factor, dtype, scale):
     # 100 ε, not ε: a matrix singular to rounding gets a computed L_nn of about
     # √(ε·A_nn), which puts the estimate itself at ~ε; below 100 ε the normal equations
     # keep at most two digits, and the SVD route is the better answer
+    if rcond_floor is not None and rcond < rcond_floor:
+        raise LinAlgError("regularised Gram matrix conditioned worse than asked")
     if rcond < 100 * np.finfo(dtype).eps:
         warnings.warn(f"Ill-conditioned matrix (rcond={rcond:.6g}): result may not be "
                       "accurate. skgpu solves this Ridge problem by the SVD route instead "
