@@ -124,15 +124,28 @@ FITTED = {
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts the validations of X (``validate_data``, which every prepare goes through)."""
+    """Counts the validations of X (8 columns): scikit-learn's ``check_array`` of host
+    data (which skgpu's validation and scikit-learn's own methods, run for host data on
+    the CPU, go through) and skgpu's ``validate_data`` of device data."""
+    import sklearn.utils.validation as skvalidation
+
+    from skgpu.backends import is_device_array
+
     calls = []
-    real = validation.validate_data
+    real, real_check = validation.validate_data, skvalidation.check_array
 
     def counting(estimator, X, *args, **kwargs):
-        calls.append(type(estimator).__name__)
+        if is_device_array(X):
+            calls.append(type(estimator).__name__)
         return real(estimator, X, *args, **kwargs)
 
+    def counting_check(array, *args, **kwargs):
+        if getattr(array, "shape", None) is not None and array.shape[1:] == (8,):
+            calls.append("check_array")
+        return real_check(array, *args, **kwargs)
+
     monkeypatch.setattr(validation, "validate_data", counting)
+    monkeypatch.setattr(skvalidation, "check_array", counting_check)
     return calls
 
 
