@@ -77,8 +77,9 @@ def _imports(path):
 def test_the_backend_seam_is_the_only_door():
     """Outside ``skgpu/backends/``: no import of the backends' private modules and no
     CuPy import (what estimators need of arrays and devices comes through
-    ``skgpu.backends``); in the estimator packages, no ``hasattr(ops, ...)``: every
-    operation is on both backends."""
+    ``skgpu.backends``); no ``hasattr(ops, ...)``: every operation is on both backends;
+    no ``is_gpu``: what differs between the backends is a named policy of theirs
+    (``finite_check``, ``memory``, ``defers_host_copies``, ``neighbour_search``)."""
     offenders = []
     for path in ROOT.rglob("*.py"):
         if "backends" in path.relative_to(ROOT).parts[:1]:
@@ -90,10 +91,13 @@ def test_the_backend_seam_is_the_only_door():
                 offenders.append(f"{path.relative_to(ROOT)}: {module} {names}")
             if bare.split(".")[0] in ("cupy", "cupyx"):
                 offenders.append(f"{path.relative_to(ROOT)}: imports {module}")
-    for package in ("decomposition", "linear_model", "gaussian_process"):
+    for package in ("decomposition", "linear_model", "gaussian_process", "dask", "utils"):
         for path in (ROOT / package).rglob("*.py"):
-            if "hasattr(ops" in path.read_text():
+            text = path.read_text()
+            if "hasattr(ops" in text:
                 offenders.append(f"{path.relative_to(ROOT)}: hasattr(ops, ...)")
+            if ".is_gpu" in text:
+                offenders.append(f"{path.relative_to(ROOT)}: asks is_gpu")
     assert not offenders, "\n".join(offenders)
 
 

@@ -380,6 +380,11 @@ class CPUBackend:
     name = "cpu"
     is_gpu = False
     xp = np
+    # policies (see the Backend protocol)
+    finite_check = "input"
+    memory = "host"
+    defers_host_copies = False
+    neighbour_search = "kd-tree"
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):

@@ -35,7 +35,30 @@ class Backend(Protocol):
 
     @property
     def is_gpu(self) -> bool:
-        """Whether arrays live on the GPU (policy: where finiteness is checked first)."""
+        """Whether arrays live on the GPU (for the backends' own code; estimators ask the
+        policies below)."""
+
+    # policies: what estimators decide by the backend, each named
+    @property
+    def finite_check(self) -> str:
+        """Where NaN/infinity in a transform's or predict's X is found: "input" (X looked
+        at first: NumPy would warn on the arithmetic, and the pass is cheap on the host)
+        or "output" (the much smaller product looked at, X only when that is not
+        finite)."""
+
+    @property
+    def memory(self) -> str:
+        """Which memory a fit's working set must fit: "host" or "device"."""
+
+    @property
+    def defers_host_copies(self) -> bool:
+        """Whether large fitted arrays (a GP's n × n factor) stay in the backend's memory,
+        copied to the host when first read."""
+
+    @property
+    def neighbour_search(self) -> str:
+        """How a sparse GP's pattern (pairs within a radius) is found: "kd-tree" (on the
+        host) or "cell-list" (on the device, tiled all-pairs above three dimensions)."""
 
     @property
     def xp(self) -> Any:

@@ -84,7 +84,7 @@ def _chunk_stats(ops, block, y, w, factor, dtype):
         scale = (wv / xp.maximum(s_i, np.finfo(np.float64).tiny)).astype(dtype)
         m_i = scale @ X
         e_i = None if Y is None else scale @ Y
-    if factor == "r" or not ops.is_gpu:  # (NumPy would warn on the arithmetic)
+    if factor == "r" or ops.finite_check == "input":  # (NumPy would warn on the arithmetic)
         means = m_i if e_i is None else xp.concatenate([m_i, e_i])
         if not np.all(np.isfinite(ops.to_host(means))):
             return Stats(ops, n_i, s_i, m_i, e_i, None, None)

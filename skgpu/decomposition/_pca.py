@@ -91,7 +91,7 @@ def _fit_covariance_eigh(ops, inp, estimator, keep=False):
     """
     X = inp.data
     n_samples = X.shape[0]
-    if not inp.finite and not ops.is_gpu:
+    if not inp.finite and ops.finite_check == "input":
         assert_all_finite(X, estimator)
     mean, C, *on_backend = ops.centred_gram(X, return_X=keep)
     mean = ops.to_host(mean)

@@ -75,7 +75,7 @@ ON_DEVICE = object()
 def _factor_stays_on(ops):
     """Whether a fit on ``ops`` leaves its factor there, ``L_`` copied on first read (the
     GPU: a host copy of n² · 8 bytes); a seam the tests use to run that path anywhere."""
-    return ops.is_gpu
+    return ops.defers_host_copies
 
 
 #: Bytes of the cross-covariance K(X, X_train_) up to which a predict on host float64
@@ -409,7 +409,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 
         n_features = X.shape[1] if getattr(X, "ndim", 1) == 2 else 1
         n_targets = y.shape[1] if np.ndim(y) == 2 else 1
-        check = check_gpu_memory if ops.is_gpu else check_host_memory
+        check = check_gpu_memory if ops.memory == "device" else check_host_memory
         check(what, make_lml, kernel, n, gradient, n_features, n_targets)
 
     def _use_sparse(self, kernel, X):

@@ -317,7 +317,7 @@ class _Pattern:
         n = X_host.shape[0]
         self.radius = radius
         self.n = n
-        if ops.is_gpu:
+        if ops.neighbour_search == "cell-list":
             # on the device: a cell list in low dimension, tiled all-pairs above
             xp = ops.xp
             if X.shape[1] <= 3:

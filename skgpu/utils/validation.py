@@ -91,7 +91,7 @@ class Input:
     def on_backend(self, ops, data) -> Input:
         """This input with ``data``, X moved to the backend ``ops`` (its container, for
         the output, stays the caller's)."""
-        return dataclasses.replace(self, data=data, on_device=bool(ops.is_gpu))
+        return dataclasses.replace(self, data=data, on_device=ops.memory == "device")
 
     def with_data(self, data) -> Input:
         """This input with ``data`` replaced by an equivalent array (another sparse
@@ -331,7 +331,7 @@ def checked_product(ops, X, W, estimator, bias=None, check_finite=True):
     error for X (validated with ``ensure_all_finite=False``): on the CPU X is checked
     first (NumPy would warn on the arithmetic), on the GPU the product is
     (:func:`check_finite_through`)."""
-    if check_finite and not ops.is_gpu:
+    if check_finite and ops.finite_check == "input":
         assert_all_finite(X, estimator)
     Xd = ops.asarray(X)
     # NumPy's promotion, as scikit-learn's ``X @ components_.T``: float32 X on a float64
@@ -341,7 +341,7 @@ def checked_product(ops, X, W, estimator, bias=None, check_finite=True):
         Xd = Xd.astype(dtype)
     out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
                      bias=None if bias is None else ops.asarray(bias, dtype=Xd.dtype))
-    if check_finite and ops.is_gpu:
+    if check_finite and ops.finite_check == "output":
         check_finite_through(ops, out, X, estimator)
     return out
 

@@ -41,6 +41,11 @@ class GPUBackend:
     name = "gpu"
     is_gpu = True
     xp = cp
+    # policies (see the Backend protocol)
+    finite_check = "output"
+    memory = "device"
+    defers_host_copies = True
+    neighbour_search = "cell-list"
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):
