@@ -63,6 +63,11 @@ class _OOMBackend(_cpu.CPUBackend):
 
     name = "gpu"
     is_gpu = True
+    # the GPU backend's policies
+    finite_check = "output"
+    memory = "device"
+    defers_host_copies = True
+    neighbour_search = "cell-list"
     freed = 0
 
     def gram(self, X, mean=None):
