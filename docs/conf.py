@@ -50,6 +50,10 @@ sphinx_gallery_conf = {
 }
 
 
+# figures quoted in the pages (|fig-NAME|), computed from benchmarks/results/ (figures.py)
+rst_prolog = __import__("figures").rst_prolog()
+
+
 def _benchmark_tables(app):
     """docs/benchmark_results.rst and the user guide's generated tables, from the
     committed JSON under benchmarks/results/."""
