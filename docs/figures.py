@@ -42,6 +42,59 @@ SUITE = {
 }
 SUITE_FILE = "suite_h200.json"
 
+#: Figures from other results files' records: name -> (file under results/, text that
+#: names the record's "case" uniquely, key path within it, format). Formats: "s" a
+#: duration, "x" a ratio, "GB" bytes, "int" a count.
+RECORDS = {
+    "gp100k-lml": ("gp_large_h200.json", "one LML + gradient, n=100000",
+                   "skgpu.median_s", "s"),
+    "gp100k-fit": ("gp_large_h200.json", "fit, optimizer=None, n=100000 [run 2]",
+                   "skgpu.median_s", "s"),
+    "gp100k-std": ("history/gp_large_predict_right_h200.json",
+                   "n=100000, block fraction 0.04", "skgpu.median_s", "s"),
+    "gp50k-lml": ("gp_large_h200.json", "one LML + gradient, n=50000",
+                  "skgpu.median_s", "s"),
+    "sparse400k-fit": ("sparse_gp_h200.json", "n=400000", "full_fit_s", "s"),
+    "sparse400k-std": ("sparse_gp_h200.json", "n=400000", "predict_std_100k.median_s", "s"),
+    "sparse1m-fit": ("sparse_gp_h200.json", "full fit, n=1000000", "full_fit_s", "s"),
+    "sparse1m-fit-tapered": ("sparse_gp_split_gradient_h200.json", "n=1000000",
+                             "full_fit_s", "s"),
+    "sparse1m-evaluations": ("sparse_gp_split_gradient_h200.json", "n=1000000",
+                             "lml_evaluations", "int"),
+    "variance50k-std": ("sparse_gp_variance_cpu_2core.json",
+                        "predict std, 10,000 points, n = 50,000, cpu (cholmod)",
+                        "warm.median_s", "s"),
+    "variance50k-full": ("sparse_gp_variance_cpu_2core.json",
+                         "predict std, 10,000 points, n = 50,000, cpu (cholmod)",
+                         "reference_scaled_to_points_s", "s"),
+    "streamed-pca": ("dask_streamed_h200.json", "streamed, never persisted",
+                     "pca_s.median_s", "s"),
+    "streamed-pool": ("dask_streamed_h200.json", "streamed, never persisted",
+                      "memory_after_fits.*.pool_total_bytes", "GB"),
+    "search-cupy": ("device_search_h200.json", "skgpu, CuPy data", "median_s", "s"),
+    "search-cupy-speedup": ("device_search_h200.json", "skgpu, CuPy data",
+                            "speedup_vs_sklearn", "x"),
+    "search-numpy-speedup": ("device_search_h200.json", "skgpu, NumPy data",
+                             "speedup_vs_sklearn", "x"),
+    "gp100k-peak": ("gp_large_h200.json", "one LML + gradient, n=100000",
+                    "skgpu.peak_gpu_bytes", "GB"),
+    "gp60k-default-fit": ("history/gp_large_predict_fit60k_h200.json",
+                          "default optimizer", "seconds", "s"),
+    "gp60k-evaluations": ("history/gp_large_predict_fit60k_h200.json",
+                          "default optimizer", "lml_evaluations", "int"),
+    "sparse50k-cpu-lml": ("sparse_gp_cpu_exact_gradient_2core.json",
+                          "LML + gradient, n = 50,000, cholmod", "lml_and_gradient.median_s",
+                          "s"),
+    "sparse50k-cpu-fit": ("sparse_gp_cpu_exact_gradient_2core.json",
+                          "default fit, n = 50,000, cholmod", "fit_s", "s"),
+    "sparse1m-std20k": ("sparse_gp_variance_h200.json",
+                        "predict std, 20,000 points, n = 1,000,000", "warm.median_s", "s"),
+    "pca-numpy-streamed": ("decomposition_h200.json", "PCA fit, X 1000000x256",
+                           "skgpu_gpu_covariance_eigh_numpy_input.median_s", "s"),
+    "pca-numpy-copy": ("decomposition_h200.json", "PCA fit, X 1000000x256",
+                       "copy_numpy_X_to_gpu.median_s", "s"),
+}
+
 
 def seconds(value):
     """A duration as the README and the guide print it (three significant digits)."""
@@ -50,6 +103,29 @@ def seconds(value):
             shown = value * 1e3 / scale if scale != float("inf") else value
             return f"{shown:#.3g}".rstrip(".") + f" {unit}"
     raise ValueError(value)
+
+
+def _format(value, kind):
+    if kind == "s":
+        return seconds(value)
+    if kind == "x":
+        return f"{value:#.3g}".rstrip(".") + "×"
+    if kind == "GB":
+        return f"{value / 1e9:.1f} GB"
+    if kind == "int":
+        return f"{int(value):,}"
+    raise ValueError(kind)
+
+
+def _record_value(results, file, case, path):
+    doc = json.loads((Path(results) / file).read_text())
+    found = [r for r in doc["results"] if case in r.get("case", "")]
+    if len(found) != 1:
+        raise LookupError(f"{file}: {len(found)} records name {case!r}")
+    value = found[0]
+    for key in path.split("."):
+        value = next(iter(value.values())) if key == "*" else value[key]
+    return value
 
 
 def values(results=RESULTS):
@@ -62,6 +138,8 @@ def values(results=RESULTS):
         if len(found) != 1:
             raise LookupError(f"figure {name}: {len(found)} rows of {SUITE_FILE} match")
         out[name] = seconds(found[0]["median_s"])
+    for name, (file, case, path, kind) in RECORDS.items():
+        out[name] = _format(_record_value(results, file, case, path), kind)
     return out
 
 
