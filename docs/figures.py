@@ -42,10 +42,61 @@ SUITE = {
 }
 SUITE_FILE = "suite_h200.json"
 
-#: Figures from other results files' records: name -> (file under results/, text that
-#: names the record's "case" uniquely, key path within it, format). Formats: "s" a
-#: duration, "x" a ratio, "GB" bytes, "int" a count.
+#: Figures from other results files' records: name -> (file under results/, the record
+#: (text its "case" contains, or a dict of that and other fields' exact values), key path
+#: within it ("*" for a dict's only value), format). Formats: "s" a duration, "x" a
+#: ratio, "GB" bytes, "int" a count, "%" a fraction, "n2" a multiple of n².
+_THREADS = "cpu_threads_cpu_2core.json"
+_GP300 = "GaussianProcessRegressor n = 300"
+_RIDGE_THREADS = {"case": "RidgeCV 2,000", "mode": "8 threads at once (32 fits)"}
+_REFINED = "ridgecv_speed_refined_h200.json"
 RECORDS = {
+    "threads-gp-pool": (_THREADS, {"case": _GP300, "mode": "one at a time",
+                                   "blas_management": "off (before)"},
+                        "per_fit_median_s", "s"),
+    "threads-gp-one": (_THREADS, {"case": _GP300, "mode": "one at a time, 1 BLAS thread",
+                                  "blas_management": "off (before)"},
+                       "per_fit_median_s", "s"),
+    "threads-ridgecv-off": (_THREADS, {**_RIDGE_THREADS, "blas_management": "off (before)"},
+                            "per_fit_median_s", "s"),
+    "threads-ridgecv-on": (_THREADS, {**_RIDGE_THREADS, "blas_management": "on"},
+                           "per_fit_median_s", "s"),
+    "dask-in-memory": ("dask_h200x2.json", "64 chunks, 1 dask-cuda",
+                       "in_memory_one_gpu.median_s", "s"),
+    "dask-one-worker": ("dask_h200x2.json", "64 chunks, 1 dask-cuda", "dask.median_s", "s"),
+    "dask-two-workers": ("dask_h200x2.json", "64 chunks, 2 dask-cuda", "dask.median_s", "s"),
+    "dask-32m-one": ("dask_h200x2.json", "256 chunks, 1 dask-cuda", "dask.median_s", "s"),
+    "dask-32m-two": ("dask_h200x2.json", "256 chunks, 2 dask-cuda", "dask.median_s", "s"),
+    "dask-32m-ratio": ("dask_h200x2.json", "scaling at 32,000,000 rows", "ratio", "x"),
+    "peers-pca": ("dask_peers_2m_h200_cpu.json", "skgpu PCA", "fit_s.median_s", "s"),
+    "peers-pca-full": ("dask_peers_2m_h200_cpu.json", "dask-ml PCA full", "fit_s.median_s",
+                       "s"),
+    "peers-pca-ratio": ("dask_peers_2m_h200_cpu.json", "ratio: peer median",
+                        "dask-ml PCA full (TSQR, exact)", "x"),
+    "peers-tsvd": ("dask_peers_2m_h200_cpu.json", "skgpu TruncatedSVD", "fit_s.median_s",
+                   "s"),
+    "peers-tsvd-randomized": ("dask_peers_2m_h200_cpu.json",
+                              "dask-ml TruncatedSVD randomized", "fit_s.median_s", "s"),
+    "peers-tsvd-tsqr": ("dask_peers_2m_h200_cpu.json", "dask-ml TruncatedSVD tsqr",
+                        "fit_s.median_s", "s"),
+    "shared-pca": ("dask_shared_gpu_h200.json", "two-worker time over one-worker", "pca",
+                   "x"),
+    "shared-ridgecv": ("dask_shared_gpu_h200.json", "two-worker time over one-worker",
+                       "ridgecv", "x"),
+    "streamed-ridgecv": ("dask_streamed_h200.json", "streamed, never persisted",
+                         "ridgecv_s.median_s", "s"),
+    "refined-before": (_REFINED, "call 2", "before_1 target cond 1e10.median_s", "s"),
+    "refined-after": (_REFINED, "call 2", "refined_1 target cond 1e10.median_s", "s"),
+    "sparse1m-fit-tapered-before": ("sparse_gp_issue_case_h200.json", "n=1000000",
+                                    "full_fit_s", "s"),
+    "density-dense-case": ("gp_density_cpu_2core.json", "n = 3,000, d = 2, r = 0.8",
+                           "density", "%"),
+    "density-sparse-fit": ("gp_density_cpu_2core.json", "n = 3,000, d = 2, r = 0.8",
+                           "fit_sparse.median_s", "s"),
+    "density-dense-fit": ("gp_density_cpu_2core.json", "n = 3,000, d = 2, r = 0.8",
+                          "fit_dense.median_s", "s"),
+    "gp100k-peak-n2": ("gp_large_h200.json", "one LML + gradient, n=100000",
+                       "skgpu.peak_over_n2_float64", "n2"),
     "gp100k-lml": ("gp_large_h200.json", "one LML + gradient, n=100000",
                    "skgpu.median_s", "s"),
     "gp100k-fit": ("gp_large_h200.json", "fit, optimizer=None, n=100000 [run 2]",
@@ -105,21 +156,63 @@ def seconds(value):
     raise ValueError(value)
 
 
+#: Figures over several records (RidgeCV's accuracy table): name -> (file, the records'
+#: case prefix, function of those records, format).
+_ACCURACY = "ridgecv_accuracy_refined_h200.json"
+
+
+def _worst(key):
+    return lambda records: max(r[key] for r in records)
+
+
+def _ours(r):
+    return max(r["skgpu_cpu_svd"], r["skgpu_gpu_svd"])
+
+
+AGGREGATES = {
+    f"accuracy-{shape}-{column}": (_ACCURACY, shape, _worst(key), "e")
+    for shape in ("tall", "wide")
+    for column, key in (("cpu", "skgpu_cpu_svd"), ("gpu", "skgpu_gpu_svd"),
+                        ("sklearn", "sklearn_svd"), ("floor", "floor"))
+}
+AGGREGATES.update({
+    "accuracy-tall-cpu-before": ("history/ridgecv_accuracy_before_cpu_2core.json", "tall",
+                                 _worst("skgpu_cpu_svd"), "e"),
+    "accuracy-wide-cpu-before": ("history/ridgecv_accuracy_before_cpu_2core.json", "wide",
+                                 _worst("skgpu_cpu_svd"), "e"),
+    "accuracy-tall-cases": (_ACCURACY, "tall", len, "int"),
+    "accuracy-wide-cases": (_ACCURACY, "wide", len, "int"),
+    "accuracy-tall-gain-min": (_ACCURACY, "tall",
+                               lambda rs: min(r["sklearn_svd"] / _ours(r) for r in rs), "x"),
+    "accuracy-tall-gain-max": (_ACCURACY, "tall",
+                               lambda rs: max(r["sklearn_svd"] / _ours(r) for r in rs), "x"),
+})
+
+
 def _format(value, kind):
     if kind == "s":
         return seconds(value)
     if kind == "x":
-        return f"{value:#.3g}".rstrip(".") + "×"
+        return (f"{value:,.0f}" if value >= 1000 else f"{value:#.3g}".rstrip(".")) + "×"
     if kind == "GB":
         return f"{value / 1e9:.1f} GB"
     if kind == "int":
         return f"{int(value):,}"
+    if kind == "e":
+        mantissa, exponent = f"{value:.1e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    if kind == "%":
+        return f"{100 * value:.0f} %"
+    if kind == "n2":
+        return f"{value:.3g} n²"
     raise ValueError(kind)
 
 
 def _record_value(results, file, case, path):
     doc = json.loads((Path(results) / file).read_text())
-    found = [r for r in doc["results"] if case in r.get("case", "")]
+    fields = case if isinstance(case, dict) else {"case": case}
+    found = [r for r in doc["results"] if fields["case"] in r.get("case", "")
+             and all(r.get(k) == v for k, v in fields.items() if k != "case")]
     if len(found) != 1:
         raise LookupError(f"{file}: {len(found)} records name {case!r}")
     value = found[0]
@@ -140,6 +233,12 @@ def values(results=RESULTS):
         out[name] = seconds(found[0]["median_s"])
     for name, (file, case, path, kind) in RECORDS.items():
         out[name] = _format(_record_value(results, file, case, path), kind)
+    for name, (file, prefix, reduce, kind) in AGGREGATES.items():
+        records = [r for r in json.loads((Path(results) / file).read_text())["results"]
+                   if r.get("case", "").startswith(prefix)]
+        if not records:
+            raise LookupError(f"figure {name}: no records of {file} start with {prefix!r}")
+        out[name] = _format(reduce(records), kind)
     return out
 
 
