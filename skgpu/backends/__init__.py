@@ -333,12 +333,12 @@ def run_reference_on_host(func: Callable[[], T], *, X: Any, operations: Iterable
 
     On the CPU a transform or predict is one product, the same arithmetic as
     scikit-learn's; its own code validates X once, where the backend route pays for an
-    input record, a backend dispatch and device-copy caches around the same product (1.3
-    to 1.6 x scikit-learn's time for 1 to 100 rows). The choice is logged and reported
-    as :func:`run_with_fallback` reports it. It counts as work on the CPU backend for
-    the BLAS thread policy, of no stated size: scikit-learn's call keeps BLAS's threads
-    unless other work runs (holding one thread costs two library calls, ~40 µs, more than
-    such a call's product).
+    input record, a backend dispatch and device-copy caches around the same product
+    (``benchmarks/results/small_calls_cpu_2core.json`` times both). The choice is logged
+    and reported as :func:`run_with_fallback` reports it. It counts as work on the CPU
+    backend for the BLAS thread policy, of no stated size: scikit-learn's call keeps
+    BLAS's threads unless other work runs (holding one thread costs two library calls
+    per call, more than such a call's product).
     """
     if is_device_array(X) or is_torch_tensor(X) or is_dask_collection(X):
         return NOT_RUN

@@ -278,9 +278,10 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
 
 
 #: Ratio of the largest to the smallest nonzero column norm of the design beyond which
-#: RidgeCV's coefficients for the chosen alpha are solved again by the column-scaled QR
-#: route (the spectrum's are then off in the smallest column's leading digits: 4e-10
-#: relative at a ratio of 1e10 by the QR spectrum, 4e-5 by the Gram's eigenvectors).
+#: RidgeCV's coefficients for the chosen alpha are solved again scaling-invariantly
+#: (:func:`._spectrum.rescaled_solve`): beyond it the spectrum's coefficients lose the
+#: smallest column's leading digits, the Gram's eigenvectors soonest
+#: (``tests/test_ridge_scaling.py`` holds them to exact rational solutions).
 _SCALE_SPREAD = 1e4
 
 

@@ -360,7 +360,7 @@ def rescaled_solve(ops, design, yw, alphas):
 
     The SVD of Xw, and the spectra RidgeCV uses, are not scaling-invariant: at column
     scales spread over 1e±8 the smallest column's coefficient came out wrong in every
-    digit (scikit-learn's SVD route: 7e-5 relative; its RidgeCV: 0.9). Cholesky of the
+    digit (scikit-learn's in most of them). Cholesky of the
     normal equations is as accurate as they are conditioned once equilibrated by their
     diagonal (van der Sluis), and is taken where that is 1/√ε or better; then a QR of the
     column-equilibrated augmented matrix (the square root of that conditioning) for dense

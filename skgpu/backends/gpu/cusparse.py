@@ -10,18 +10,16 @@ from nvmath.bindings import cusparse
 from .handles import library_handle
 
 #: cuSPARSE SpMM algorithm for CSR times a row-major dense matrix. CSR_ALG3 gives the
-#: same bits on every run for rows of a few entries (tall X); CSR_ALG2, a little faster
-#: (1.12 against 1.51 ms for 200,000 × 1,000 at 10 entries a row times 300 columns; 0.81
-#: against 0.94 ms at the TruncatedSVD benchmark's A·Q), does not
-#: (``benchmarks/probes/spmm_algorithms.py``). For long rows (a wide A, the explicit Aᵀ
-#: of the randomized SVD) every SpMM algorithm changes its sums from run to run.
+#: same bits on every run for rows of a few entries (tall X); CSR_ALG2, a little faster,
+#: does not (``benchmarks/probes/spmm_algorithms.py`` measures both). For long rows (a
+#: wide A, the explicit Aᵀ of the randomized SVD) every SpMM algorithm changes its sums
+#: from run to run.
 _SPMM_ALG = cusparse.SpMMAlg.CSR_ALG3
 
 #: Products with at most this many columns go through SpMV's CSR_ALG2, one column at a
 #: time, which gives the same bits on every run. SpMM with the transposed operand, and
 #: its CSR algorithms on matrices with long rows, add partial sums in an order that
-#: changes from run to run (``benchmarks/probes/sparse_determinism.py``: 0 of 40 repeats
-#: equal for Xᵀy at 20,000 × 300 with 1,000 entries a column; SpMV CSR_ALG2 40 of 40).
+#: changes from run to run (``benchmarks/probes/sparse_determinism.py`` repeats each).
 #: Ridge's Xᵀy therefore repeats exactly; the randomized SVD's block products (tens of
 #: columns) keep SpMM, which reads A once for all of them, and repeat to rounding.
 SPMV_MAX_COLUMNS = 8
