@@ -96,6 +96,30 @@ def _reference_predict(gp, X, return_cov):
     return 8 * m * max(n, m if return_cov else 0) <= _REFERENCE_PREDICT_BYTES
 
 
+def _in_y_units(mean, extra, y_mean, y_std, return_std, return_cov):
+    """``(mean, std or cov or None)`` of a prediction made in normalised units, in y's
+    units and shapes as scikit-learn's (a negative variance warned about and set to 0)."""
+    std2 = y_std**2
+    mean = y_std * mean + y_mean
+    if mean.ndim > 1 and mean.shape[1] == 1:
+        mean = np.squeeze(mean, axis=1)
+    if return_cov:
+        cov = np.outer(extra, std2).reshape(*extra.shape, -1)
+        return mean, (np.squeeze(cov, axis=2) if cov.shape[2] == 1 else cov)
+    if not return_std:
+        return mean, None
+    var = extra
+    negative = var < 0
+    if np.any(negative):
+        warnings.warn("Predicted variances smaller than 0. Setting those variances to 0.",
+                      stacklevel=3)
+        var[negative] = 0.0
+    var = np.outer(var, std2).reshape(*var.shape, -1)
+    if var.shape[1] == 1:
+        var = np.squeeze(var, axis=1)
+    return mean, np.sqrt(var)
+
+
 class _FittedState(NamedTuple):
     """What predict needs of a fit, on one backend (cached on the estimator)."""
 
@@ -306,28 +330,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         X, y = to_numpy(X), to_numpy(y)
         if kernel.requires_vector_input:
             check_compact_kernels(kernel, X.shape[1])
-        n_targets_seen = y.shape[1] if y.ndim > 1 else 1
-        if self.n_targets is not None and n_targets_seen != self.n_targets:
-            raise ValueError(
-                "The number of targets seen in `y` is different from the parameter "
-                f"`n_targets`. Got {n_targets_seen} != {self.n_targets}."
-            )
-        if self.normalize_y:
-            y_mean = np.mean(y, axis=0)
-            y_std = _handle_zeros_in_scale(np.std(y, axis=0), copy=False)
-            y = (y - y_mean) / y_std
-        else:
-            shape = (y.shape[1],) if y.ndim == 2 else 1
-            y_mean, y_std = np.zeros(shape=shape), np.ones(shape=shape)
-        alpha = self.alpha
-        if np.iterable(alpha) and np.shape(alpha)[0] != y.shape[0]:
-            if np.shape(alpha)[0] == 1:
-                alpha = np.asarray(alpha)[0]
-            else:
-                raise ValueError(
-                    "alpha must be a scalar or an array with same number of "
-                    f"entries as y. ({np.shape(alpha)[0]} != {y.shape[0]})"
-                )
+        y, y_mean, y_std, alpha = self._checked_targets(y)
         X_train = np.copy(X) if self.copy_X_train else X
         y_train = np.copy(y) if self.copy_X_train else y
         vector = kernel.requires_vector_input
@@ -360,10 +363,51 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             operations=("sparse_spd", "spmm") if sparse else ("cholesky", "matmul"),
             X=X, what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})",
             flops=None if sparse else _cholesky_flops(X_train.shape[0]))
-        self.kernel_ = result.kernel
         self._rng = rng
         self._y_train_mean, self._y_train_std = y_mean, y_std
         self.X_train_, self.y_train_ = X_train, y_train
+        self._fit_alpha = alpha
+        self.backend_ = backend.name
+        self.cholesky_ = "sparse" if sparse else "dense"
+        self._set_fit_result(result)
+        if self.verbose > 0:
+            logger.info("GaussianProcessRegressor.fit: done on %s (%s path), %d "
+                        "evaluations, %.2f s", backend.name, self.cholesky_,
+                        result.n_evaluations, time.perf_counter() - start)
+        return self
+
+    def _checked_targets(self, y):
+        """``(y, y_mean, y_std, alpha)``: y normalised as asked, its statistics, and alpha
+        checked against it (scikit-learn's checks and messages)."""
+        n_targets_seen = y.shape[1] if y.ndim > 1 else 1
+        if self.n_targets is not None and n_targets_seen != self.n_targets:
+            raise ValueError(
+                "The number of targets seen in `y` is different from the parameter "
+                f"`n_targets`. Got {n_targets_seen} != {self.n_targets}."
+            )
+        if self.normalize_y:
+            y_mean = np.mean(y, axis=0)
+            y_std = _handle_zeros_in_scale(np.std(y, axis=0), copy=False)
+            y = (y - y_mean) / y_std
+        else:
+            shape = (y.shape[1],) if y.ndim == 2 else 1
+            y_mean, y_std = np.zeros(shape=shape), np.ones(shape=shape)
+        alpha = self.alpha
+        if np.iterable(alpha) and np.shape(alpha)[0] != y.shape[0]:
+            if np.shape(alpha)[0] == 1:
+                alpha = np.asarray(alpha)[0]
+            else:
+                raise ValueError(
+                    "alpha must be a scalar or an array with same number of "
+                    f"entries as y. ({np.shape(alpha)[0]} != {y.shape[0]})"
+                )
+        return y, y_mean, y_std, alpha
+
+    def _set_fit_result(self, result):
+        """The fitted kernel, likelihood, factor and weights from a fit's result (the
+        training data and the path already set), and the device state recorded last, as
+        made from every attribute set before it."""
+        self.kernel_ = result.kernel
         # (a NumPy float64, as scikit-learn's)
         self.log_marginal_likelihood_value_ = np.float64(result.lml_value)
         if result.L is ON_DEVICE:  # a GPU fit: L_ comes to the host when first read
@@ -372,21 +416,12 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         else:
             self.L_ = result.L
             self.__dict__.pop("_pending_L", None)
-        self.alpha_ = result.alpha.reshape(y_train.shape)
-        self._fit_alpha = alpha
+        self.alpha_ = result.alpha.reshape(self.y_train_.shape)
         self._n_lml_evaluations = result.n_evaluations
-        self.backend_ = backend.name
-        self.cholesky_ = "sparse" if sparse else "dense"
         self._device_cache = {}
         if self.__dict__.get("L_") is not None:  # replaced, never edited in place
             self.L_.flags.writeable = False
-        # (last: the state is recorded as made from every attribute set above)
         store(self, "state", self._state_sources(), result.device_state)
-        if self.verbose > 0:
-            logger.info("GaussianProcessRegressor.fit: done on %s (%s path), %d "
-                        "evaluations, %.2f s", backend.name, self.cholesky_,
-                        result.n_evaluations, time.perf_counter() - start)
-        return self
 
     @staticmethod
     def _check_memory(what, ops, kernel, X, y, alpha, gradient):
@@ -721,29 +756,11 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                                    flops=None if sparse else 2.0 * X.shape[0]
                                    * self.X_train_.shape[0] ** 2)
         mean, extra = out
-        std2 = self._y_train_std**2
-        mean = self._y_train_std * mean + self._y_train_mean
-        if mean.ndim > 1 and mean.shape[1] == 1:
-            mean = np.squeeze(mean, axis=1)
-        if return_cov:
-            cov = np.outer(extra, std2).reshape(*extra.shape, -1)
-            if cov.shape[2] == 1:
-                cov = np.squeeze(cov, axis=2)
-            return convert_output(mean, spec), convert_output(cov, spec)
-        if return_std:
-            var = extra
-            negative = var < 0
-            if np.any(negative):
-                warnings.warn(
-                    "Predicted variances smaller than 0. Setting those variances to 0.",
-                    stacklevel=2,
-                )
-                var[negative] = 0.0
-            var = np.outer(var, std2).reshape(*var.shape, -1)
-            if var.shape[1] == 1:
-                var = np.squeeze(var, axis=1)
-            return convert_output(mean, spec), convert_output(np.sqrt(var), spec)
-        return convert_output(mean, spec)
+        mean, extra = _in_y_units(mean, extra, self._y_train_mean, self._y_train_std,
+                                  return_std, return_cov)
+        if extra is None:
+            return convert_output(mean, spec)
+        return convert_output(mean, spec), convert_output(extra, spec)
 
     def sample_y(self, X: MatrixLike, n_samples: int = 1,
                  random_state: RandomStateLike = 0) -> MatrixLike:

@@ -255,24 +255,8 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False, rows=None):
                              "panels of rows (see panels_supported)")
         return _evaluate_by_sklearn(ops, kernel, X, Y, eval_gradient)
 
-    if t is skk.Sum:
-        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient, rows)
-        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient, rows)
-        return _add(K1, K2, xp, shape), g1 + g2
-    if t is skk.Product:
-        K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient, rows)
-        K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient, rows)
-        grads = [(lambda g=g: _mul(g(), K2, xp)) for g in g1]
-        grads += [(lambda g=g: _mul(K1, g(), xp)) for g in g2]
-        return _mul(K1, K2, xp), grads
-    if t is skk.Exponentiation:
-        K1, g1 = evaluate(ops, kernel.kernel, X, Y, eval_gradient, rows)
-        e = float(kernel.exponent)
-        K = _Term(K1.kind, K1.value**e, owned=True, offset=K1.offset)
-        if g1:
-            factor = _Term(K1.kind, e * K1.value ** (e - 1), offset=K1.offset)
-            grads = [(lambda g=g: _mul(g(), factor, xp)) for g in g1]
-        return K, grads
+    if t in (skk.Sum, skk.Product, skk.Exponentiation):
+        return _evaluate_composite(ops, kernel, X, Y, eval_gradient, rows, shape)
     if t is skk.ConstantKernel:
         c = float(kernel.constant_value)
         if eval_gradient and not kernel.hyperparameter_constant_value.fixed:
@@ -295,27 +279,8 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False, rows=None):
         return _Term("full", K, owned=True), grads
 
     if t in (skk.RBF, skk.Matern):
-        ls = _length_scales(kernel, X)
-        ard = ls.size > 1
-        scale = ops.asarray(ls if ard else np.full(X.shape[1], ls[0]))
-        Xs = X / scale
-        r2 = ops.sq_dist(Xs[start:stop], Xs if symmetric else Yv / scale)
-        if symmetric:
-            _zero_diagonal(xp, r2, start)
-        K, common_of = matern_values(xp, r2, matern_nu(kernel))
-        if eval_gradient and not kernel.hyperparameter_length_scale.fixed:
-            common = common_of()
-            if ard:
-                def column(d):
-                    x = Xs[:, d]
-                    return x - x.mean()  # only differences matter; centring keeps them exact
-
-                grads = [(lambda d=d: _Term("sqdiff", (common, column(d), 1.0),
-                                            offset=start))
-                         for d in range(X.shape[1])]
-            else:
-                grads = [lambda: _Term("full", common * r2)]
-        return _Term("full", K, owned=not grads), grads
+        return _evaluate_rbf_matern(ops, kernel, X, Yv, start, stop, symmetric,
+                                    eval_gradient)
 
     if t in (skk.RationalQuadratic, skk.ExpSineSquared):
         d2 = ops.sq_dist(Xr, Yv)
@@ -329,6 +294,55 @@ def evaluate(ops, kernel, X, Y=None, eval_gradient=False, rows=None):
 
     # unsupported_reason lists every type handled above; reaching here is a bug
     raise AssertionError(f"{t.__name__} passed unsupported_reason but has no evaluation")
+
+
+def _evaluate_composite(ops, kernel, X, Y, eval_gradient, rows, shape):
+    """A Sum, Product or Exponentiation: its parts evaluated (each on its own route),
+    then combined, with the gradients by the sum and product rules."""
+    xp = ops.xp
+    if type(kernel) is skk.Exponentiation:
+        K1, g1 = evaluate(ops, kernel.kernel, X, Y, eval_gradient, rows)
+        e = float(kernel.exponent)
+        K = _Term(K1.kind, K1.value**e, owned=True, offset=K1.offset)
+        grads = []
+        if g1:
+            factor = _Term(K1.kind, e * K1.value ** (e - 1), offset=K1.offset)
+            grads = [(lambda g=g: _mul(g(), factor, xp)) for g in g1]
+        return K, grads
+    K1, g1 = evaluate(ops, kernel.k1, X, Y, eval_gradient, rows)
+    K2, g2 = evaluate(ops, kernel.k2, X, Y, eval_gradient, rows)
+    if type(kernel) is skk.Sum:
+        return _add(K1, K2, xp, shape), g1 + g2
+    grads = [(lambda g=g: _mul(g(), K2, xp)) for g in g1]
+    grads += [(lambda g=g: _mul(K1, g(), xp)) for g in g2]
+    return _mul(K1, K2, xp), grads
+
+
+def _evaluate_rbf_matern(ops, kernel, X, Yv, start, stop, symmetric, eval_gradient):
+    """RBF or Matern (isotropic or ARD) on squared distances of X scaled by the length
+    scales; the ARD gradient per feature as a deferred squared-difference term."""
+    xp = ops.xp
+    ls = _length_scales(kernel, X)
+    ard = ls.size > 1
+    scale = ops.asarray(ls if ard else np.full(X.shape[1], ls[0]))
+    Xs = X / scale
+    r2 = ops.sq_dist(Xs[start:stop], Xs if symmetric else Yv / scale)
+    if symmetric:
+        _zero_diagonal(xp, r2, start)
+    K, common_of = matern_values(xp, r2, matern_nu(kernel))
+    grads = []
+    if eval_gradient and not kernel.hyperparameter_length_scale.fixed:
+        common = common_of()
+        if ard:
+            def column(d):
+                x = Xs[:, d]
+                return x - x.mean()  # only differences matter; centring keeps them exact
+
+            grads = [(lambda d=d: _Term("sqdiff", (common, column(d), 1.0), offset=start))
+                     for d in range(X.shape[1])]
+        else:
+            grads = [lambda: _Term("full", common * r2)]
+    return _Term("full", K, owned=not grads), grads
 
 
 def _zero_diagonal(xp, D, offset):

@@ -475,21 +475,8 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
             scorer = None
         floating = getattr(getattr(X, "dtype", None), "kind", None) == "f"
         original_dtype = X.dtype if floating else None
-        # Dense X keeps its float32 (converted to float64 on the backend: half the bytes
-        # to the GPU, no host copy) and its NaN/infinity check is a sum on the backend
-        # (_preprocess): on a search's folds of 400,000 x 64 float32 the host upcast and
-        # check took ~40 ms a fit. Sparse X is validated as before.
-        inp, y = prepare_xy(self, X, y, accept_sparse=("csr", "csc", "coo"),
-                            dtype=("float64", "float32"), multi_output=True,
-                            y_numeric=True, ensure_all_finite=False)
-        if inp.sparse:  # checked in float64, as scikit-learn's message says
-            data = inp.data.tocsr()
-            inp = inp.with_data(data if data.dtype == np.float64 else data.astype(np.float64))
-            inp = inp.checked_finite(self)
+        inp, y, sample_weight = self._loo_input(X, y, sample_weight)
         X = inp.data
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(_host(sample_weight), X, dtype=np.float64,
-                                                 ensure_non_negative=True)
         mode = _resolve_gcv_mode(self.gcv_mode, inp.sparse)
         alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
 
@@ -508,6 +495,34 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         if not np.all(np.isfinite(result.coef)):
             _raise_alpha_too_small(alpha_list)
             _raise_not_finite("RidgeCV.fit", X, inp.sparse)
+        self._set_loo_result(result, X.shape[0], y, len(alpha_list), original_dtype)
+        self.backend_ = backend.name
+        return self
+
+    def _loo_input(self, X, y, sample_weight):
+        """``(inp, y, sample_weight)`` validated for the leave-one-out fit.
+
+        Dense X keeps its float32 (converted to float64 on the backend: half the bytes to
+        the GPU, no host copy) and its NaN/infinity check is a sum on the backend
+        (``_preprocess``): on a search's folds the host upcast and check cost more than the
+        fit. Sparse X is converted to float64 CSR and checked on the host, in float64, as
+        scikit-learn's message says.
+        """
+        inp, y = prepare_xy(self, X, y, accept_sparse=("csr", "csc", "coo"),
+                            dtype=("float64", "float32"), multi_output=True,
+                            y_numeric=True, ensure_all_finite=False)
+        if inp.sparse:
+            data = inp.data.tocsr()
+            inp = inp.with_data(data if data.dtype == np.float64 else data.astype(np.float64))
+            inp = inp.checked_finite(self)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(_host(sample_weight), inp.data,
+                                                 dtype=np.float64, ensure_non_negative=True)
+        return inp, y, sample_weight
+
+    def _set_loo_result(self, result, n_samples, y, n_alphas, original_dtype):
+        """The fitted attributes from a finite leave-one-out result, in X's float dtype
+        (``original_dtype``, None for non-float X) and y's shape, as scikit-learn's."""
         coef, y_offset = result.coef, result.y_offset
         if y.ndim == 1 or y.shape[1] == 1:
             coef = coef.ravel()
@@ -523,14 +538,11 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         self.coef_ = coef
         self.intercept_ = intercept
         if self.store_cv_results:
-            n = X.shape[0]
-            shape = (n, len(alpha_list)) if y.ndim == 1 else (n, y.shape[1],
-                                                              len(alpha_list))
+            shape = ((n_samples, n_alphas) if y.ndim == 1
+                     else (n_samples, y.shape[1], n_alphas))
             cv = result.cv_results.reshape(shape)
             self.cv_results_ = (cv if original_dtype is None
                                 else cv.astype(original_dtype, copy=False))
-        self.backend_ = backend.name
-        return self
 
     def _fit_dask(self, X, y, sample_weight, alphas):
         """Leave-one-out over row chunks: R from the Gram matrix, checked (and refined, or
