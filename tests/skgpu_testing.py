@@ -1,5 +1,7 @@
 """Helpers shared by the tests."""
 
+from fractions import Fraction
+
 import numpy as np
 
 
@@ -35,3 +37,16 @@ def skip_unless_supported(ops, *operations):
         reason = gpu_unsupported_reason(operations)
         if reason is not None:
             pytest.skip(reason)
+
+
+def exact_covariance(X):
+    """The sample covariance of the float values in X, exact, rounded once at the end."""
+    rows = [[Fraction(float(v)) for v in row] for row in X]
+    n, p = len(rows), len(rows[0])
+    mean = [sum(r[j] for r in rows) / n for j in range(p)]
+    C = np.empty((p, p))
+    for a in range(p):
+        for b in range(a, p):
+            s = sum((r[a] - mean[a]) * (r[b] - mean[b]) for r in rows)
+            C[a, b] = C[b, a] = float(s / (n - 1))
+    return C, np.array([float(m) for m in mean])

@@ -5,11 +5,11 @@ dwarfs it; skgpu forms it again from shifted data there. The reference is the co
 of the very same floating-point numbers, computed exactly with fractions.
 """
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
+from skgpu_testing import exact_covariance
 
 import skgpu
 from skgpu.decomposition import PCA
@@ -19,19 +19,6 @@ from .conftest import DEVICES
 OFFSETS = [0.0, 1e3, 1e6, 1e9, 1e12]
 
 
-def _exact_covariance(X):
-    """The sample covariance of the float values in X, exact, rounded once at the end."""
-    rows = [[Fraction(float(v)) for v in row] for row in X]
-    n, p = len(rows), len(rows[0])
-    mean = [sum(r[j] for r in rows) / n for j in range(p)]
-    C = np.empty((p, p))
-    for a in range(p):
-        for b in range(a, p):
-            s = sum((r[a] - mean[a]) * (r[b] - mean[b]) for r in rows)
-            C[a, b] = C[b, a] = float(s / (n - 1))
-    return C, np.array([float(m) for m in mean])
-
-
 def _data(seed, offset, dtype, n=120, p=4):
     rng = np.random.RandomState(seed)
     X = rng.randn(n, p) @ rng.randn(p, p) + offset * rng.uniform(0.5, 2.0, p)
@@ -39,7 +26,7 @@ def _data(seed, offset, dtype, n=120, p=4):
 
 
 def _compare(pca, X, rtol):
-    C, mean = _exact_covariance(X)
+    C, mean = exact_covariance(X)
     w, V = np.linalg.eigh(C)
     w, V = w[::-1], V[:, ::-1].T
     scale = w[0]

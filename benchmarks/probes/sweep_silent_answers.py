@@ -14,7 +14,6 @@ import argparse
 import copy
 import itertools
 import warnings
-from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -201,7 +200,7 @@ def offsets(rng, device):
                                              "arpack")):
         X = rng.standard_normal((60, 4)) @ rng.standard_normal((4, 4))
         X += offset * rng.uniform(0.5, 2.0, 4)
-        C, mean = _exact_covariance(X)
+        C, mean = tests_module("skgpu_testing").exact_covariance(X)
         check("offset")
         w = np.linalg.eigvalsh(C)[::-1][:3]
         try:
@@ -217,18 +216,6 @@ def offsets(rng, device):
         if not (err <= bar and merr <= 1e-15):
             report("offset", f"{solver} {offset:g}",
                    f"variance error {err:.1e}, mean error {merr:.1e}")
-
-
-def _exact_covariance(X):
-    rows = [[Fraction(float(v)) for v in row] for row in X]
-    n, p = len(rows), len(rows[0])
-    mean = [sum(r[j] for r in rows) / n for j in range(p)]
-    C = np.empty((p, p))
-    for a in range(p):
-        for b in range(a, p):
-            s = sum((r[a] - mean[a]) * (r[b] - mean[b]) for r in rows)
-            C[a, b] = C[b, a] = float(s / (n - 1))
-    return C, np.array([float(m) for m in mean])
 
 
 # --------------------------------------------------------------------------------------
