@@ -266,7 +266,7 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
     else:
         inv_best = ops.xp.repeat(inv[:, chosen:chosen + 1], t, axis=1)
     coef = ops.to_host(spec.coef(design, inv_best)).T
-    if _badly_scaled(ops, design):
+    if _badly_scaled(ops, design, spec):
         # the spectrum's coefficients lose the small columns' digits
         exact = rescaled_solve(ops, design, yw, np.broadcast_to(
             np.asarray(best_alpha, dtype=dtype), (t,)))
@@ -285,22 +285,16 @@ def _gcv_fit(ops, inp, y, sample_weight, alphas, *, fit_intercept, mode, alpha_p
 _SCALE_SPREAD = 1e4
 
 
-def _badly_scaled(ops, design):
-    """Whether the tall design's columns differ in norm by more than ``_SCALE_SPREAD``
-    (sparse X's centred norms from its stored entries: ``‖x‖² - 2m·sᵀx + m²·sᵀs``)."""
+def _badly_scaled(ops, design, spec):
+    """Whether the tall design's columns differ in norm by more than ``_SCALE_SPREAD``,
+    read from the spectrum (``diag(XwᵀXw) = (V ∘ V) lam``: no pass over X). A small
+    column's norm comes out as rounding there, which only makes the spread look larger,
+    and the coefficients are then solved again where they did not need to be."""
     n, p = design.shape
-    if n < p:
+    if n < p or spec.V is None:
         return False
-    xp, X = ops.xp, design.X
-    if not design.sparse:
-        squares = xp.sum(X * X, axis=0)
-    else:
-        squares = xp.asarray(X.multiply(X).sum(axis=0)).ravel()
-        if design.mean is not None:
-            s = design._sqrt_sw
-            squares = (squares - 2.0 * design.mean * ops.spmm(X.T, s)
-                       + design.mean * design.mean * float(s @ s))
-    norms = ops.to_host(xp.sqrt(xp.maximum(squares, 0.0)))
+    squares = ops.to_host((spec.V * spec.V) @ spec.lam)
+    norms = np.sqrt(np.maximum(squares, 0.0))
     norms = norms[norms > 0]
     return norms.size > 1 and float(norms.max()) > _SCALE_SPREAD * float(norms.min())
 
