@@ -695,5 +695,6 @@ class PCA(SklearnConversionMixin, _SkPCA):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # fitted attributes are NumPy, not in X's namespace as the tag promises
         tags.array_api_support = False
         return tags

@@ -322,6 +322,7 @@ default='auto'
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # fitted attributes are NumPy, not in X's namespace as the tag promises
         tags.array_api_support = False
         return tags
 
@@ -610,5 +611,6 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # fitted attributes are NumPy, not in X's namespace as the tag promises
         tags.array_api_support = False
         return tags
