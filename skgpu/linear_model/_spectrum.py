@@ -302,6 +302,7 @@ def _ridge_fit(ops, inp, y, sample_weight, alpha, *, fit_intercept, solver):
     t = yw.shape[1]
     alphas = np.broadcast_to(np.asarray(alpha, dtype=dtype).ravel(), (t,))
     coef = None
+    tried_normal_equations = solver == "cholesky"
     if solver == "cholesky":
         kernel = p > n
         A = design.gram_samples() if kernel else design.gram_features()
@@ -313,7 +314,9 @@ def _ridge_fit(ops, inp, y, sample_weight, alpha, *, fit_intercept, solver):
         except LinAlgError:
             solver = "svd"
     if solver == "svd" and n >= p:
-        coef = rescaled_solve(ops, design, yw, alphas)
+        # (after a failed 'cholesky' the same normal equations would fail again)
+        coef = rescaled_solve(ops, design, yw, alphas,
+                              normal_equations=not tried_normal_equations)
     if solver == "svd" and coef is None:
         # sparse X has no QR here: its fallback is the Gram's eigendecomposition (the
         # normal equations' accuracy, with the pseudo-inverse rule below); alpha = 0
@@ -353,7 +356,7 @@ def normal_equations_solve(ops, A, B, alphas, rcond_floor=None):
     return sol
 
 
-def rescaled_solve(ops, design, yw, alphas):
+def rescaled_solve(ops, design, yw, alphas, normal_equations=True):
     """Ridge's coefficients (p, t) for a tall design and finite positive alphas, solved
     scaling-invariantly, or None where no such route is accurate to √ε (then only the
     spectral route, which drops near-null directions, answers well).
@@ -364,18 +367,20 @@ def rescaled_solve(ops, design, yw, alphas):
     normal equations is as accurate as they are conditioned once equilibrated by their
     diagonal (van der Sluis), and is taken where that is 1/√ε or better; then a QR of the
     column-equilibrated augmented matrix (the square root of that conditioning) for dense
-    X.
+    X. ``normal_equations=False`` goes straight to the QR (the caller's Cholesky of the
+    same matrix failed already).
     """
     from numpy.linalg import LinAlgError
 
     if not (np.all(np.isfinite(alphas)) and np.all(alphas > 0)):
         return None
     floor = float(np.sqrt(np.finfo(yw.dtype).eps))
-    try:
-        return normal_equations_solve(ops, design.gram_features(), design.rmatmul(yw),
-                                      alphas, rcond_floor=floor)
-    except LinAlgError:
-        pass
+    if normal_equations:
+        try:
+            return normal_equations_solve(ops, design.gram_features(),
+                                          design.rmatmul(yw), alphas, rcond_floor=floor)
+        except LinAlgError:
+            pass
     return None if design.sparse else _augmented_qr_solve(ops, design, yw, alphas)
 
 
