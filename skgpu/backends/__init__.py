@@ -213,8 +213,9 @@ def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
         None takes the value of :func:`skgpu.get_config`.
     operations : iterable of str, default=()
         Backend operations the work needs (see ``OPERATIONS``).
-    X : array-like or :class:`~skgpu.utils.validation.Input`, default=None
-        The input; only used to explain decisions (a GPU array on the CPU is copied).
+    X : array-like, :class:`~skgpu.utils.validation.Input` or ContainerSpec, default=None
+        The input or what it is; only used to explain decisions (a GPU array on the CPU
+        is copied).
 
     Raises
     ------
@@ -226,7 +227,8 @@ def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
         raise ValueError(f"device must be 'auto', 'gpu' or 'cpu', got {device!r}")
     if device == "cpu":
         reason = "device='cpu' was requested"
-        on_device = getattr(X, "on_device", None)  # an Input knows; an array is asked
+        # an Input or a ContainerSpec knows; an array is asked
+        on_device = getattr(X, "on_device", None)
         if X is not None and (is_device_array(X) if on_device is None else on_device):
             reason += "; the GPU input is copied to the host"
         return _CPU, reason
@@ -325,11 +327,13 @@ def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
 NOT_RUN = object()
 
 
-def run_reference_on_host(func: Callable[[], T], *, X: Any, operations: Iterable[str] = (),
+def run_reference_on_host(func: Callable[[], T], *, spec: ContainerSpec,
+                          operations: Iterable[str] = (),
                           what: str = "predict") -> T | object:
     """Run ``func()``, scikit-learn's own method, where the CPU backend is selected for
-    host data X (NumPy, pandas, SciPy sparse, lists); return its result, or ``NOT_RUN``
-    (device arrays, torch tensors, Dask collections, or the GPU selected).
+    host data X, classified as ``spec`` (NumPy, pandas, SciPy sparse, lists); return its
+    result, or ``NOT_RUN`` (device arrays, torch tensors, Dask collections, or the GPU
+    selected).
 
     On the CPU a transform or predict is one product, the same arithmetic as
     scikit-learn's; its own code validates X once, where the backend route pays for an
@@ -340,9 +344,9 @@ def run_reference_on_host(func: Callable[[], T], *, X: Any, operations: Iterable
     BLAS's threads unless other work runs (holding one thread costs two library calls
     per call, more than such a call's product).
     """
-    if is_device_array(X) or is_torch_tensor(X) or is_dask_collection(X):
+    if not spec.host:
         return NOT_RUN
-    backend, reason = select_backend(None, operations=operations, X=X)
+    backend, reason = select_backend(None, operations=operations, X=spec)
     if backend.is_gpu:
         return NOT_RUN
     logger.info("%s: %s", what, reason)

@@ -76,9 +76,12 @@ def is_sparse(X):
 class ContainerSpec:
     """Where an input came from, so that outputs can be returned in the same kind.
 
-    kind : "numpy", "cupy", "torch" (the tensor's device is kept), "scipy-sparse" or
-    "cupy-sparse". pandas DataFrames count as "numpy": scikit-learn's ``set_output``
-    handles DataFrame output.
+    kind : "numpy", "cupy", "torch" (the tensor's device is kept), "scipy-sparse",
+    "cupy-sparse" or "dask" (a dask array, DataFrame or Series). pandas DataFrames and
+    lists count as "numpy": scikit-learn's ``set_output`` handles DataFrame output.
+
+    Made once per public call by :func:`container_of`; the later steps read it instead of
+    asking the array again.
     """
 
     kind: str
@@ -93,17 +96,40 @@ class ContainerSpec:
         return self.kind in ("cupy", "cupy-sparse") or (
             self.kind == "torch" and self.torch_device.type == "cuda")
 
+    @property
+    def dask(self) -> bool:
+        return self.kind == "dask"
 
-def container_of(X):
-    if is_cupy_sparse(X):
-        return ContainerSpec("cupy-sparse")
-    if sp.issparse(X):
-        return ContainerSpec("scipy-sparse")
-    if is_cupy_array(X):
-        return ContainerSpec("cupy")
-    if is_torch_tensor(X):
+    @property
+    def host(self) -> bool:
+        """NumPy, pandas, lists or SciPy sparse: what scikit-learn's own code takes."""
+        return self.kind in ("numpy", "scipy-sparse")
+
+    @property
+    def host_torch(self) -> bool:
+        """A torch tensor in host memory (validated as its NumPy view)."""
+        return self.kind == "torch" and self.torch_device.type != "cuda"
+
+
+def container_of(X) -> ContainerSpec:
+    """What X is, asked once: the :class:`ContainerSpec` a public call carries on."""
+    kind = _kind(X)
+    if kind == "cupy-sparse":
+        return _CUPY_SPARSE
+    if kind == "cupy":
+        return _CUPY
+    if kind == "torch":
         return ContainerSpec("torch", X.device)
-    return ContainerSpec("numpy")
+    if sp.issparse(X):
+        return _SCIPY_SPARSE
+    if is_dask_collection(X):
+        return _DASK
+    return _NUMPY
+
+
+_CUPY, _CUPY_SPARSE = ContainerSpec("cupy"), ContainerSpec("cupy-sparse")
+_NUMPY, _SCIPY_SPARSE, _DASK = (ContainerSpec("numpy"), ContainerSpec("scipy-sparse"),
+                                ContainerSpec("dask"))
 
 
 def to_numpy(a):
@@ -158,7 +184,9 @@ def convert_output(a, spec: ContainerSpec):
         return to_numpy(a)
     if kind in ("cupy", "cupy-sparse"):
         return to_cupy(a)
-    # torch: same device as the input, through DLPack (no host round trip on CUDA).
+    if kind != "torch":  # a dask input is answered by the dask path, never here
+        raise TypeError(f"no output conversion to a {kind!r} container")
+    # same device as the input, through DLPack (no host round trip on CUDA).
     torch = sys.modules["torch"]
     if spec.torch_device.type == "cuda":
         return torch.from_dlpack(to_cupy(a)).to(spec.torch_device)

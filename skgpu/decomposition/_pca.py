@@ -18,7 +18,7 @@ from .._typing import MatrixLike
 from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
 from ..backends import select_backend
 from ..backends import centre_columns
-from ..backends import container_of, convert_output, is_dask_collection, to_numpy
+from ..backends import container_of, convert_output, to_numpy
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, fit_context
@@ -28,7 +28,6 @@ from ..utils._sklearn_private import (
     _init_arpack_v0,
 )
 from ..utils.validation import (
-    assert_all_finite,
     checked_product,
     prepare,
     validate_inverse_input,
@@ -91,12 +90,12 @@ def _fit_covariance_eigh(ops, inp, estimator, keep=False):
     """
     X = inp.data
     n_samples = X.shape[0]
-    if not inp.finite and ops.finite_check == "input":
-        assert_all_finite(X, estimator)
+    if ops.finite_check == "input":
+        inp.checked_finite(estimator)
     mean, C, *on_backend = ops.centred_gram(X, return_X=keep)
     mean = ops.to_host(mean)
-    if not inp.finite and not np.all(np.isfinite(mean)):
-        assert_all_finite(X, estimator)
+    if not np.all(np.isfinite(mean)):
+        inp.checked_finite(estimator)
     C /= n_samples - 1
     moved = inp.on_backend(ops, on_backend[0]) if keep else None
     return _from_covariance(ops, C, mean, n_samples), moved
@@ -489,10 +488,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
         self : object
             The fitted estimator.
         """
-        if is_dask_collection(X):
+        spec = container_of(X)
+        if spec.dask:
             self._fit_dask(X)
         else:
-            self._fit(X, container_of(X))
+            self._fit(X, spec)
         return self
 
     @fit_context(prefer_skip_nested_validation=True)
@@ -512,10 +512,11 @@ class PCA(SklearnConversionMixin, _SkPCA):
         X_new : array of shape (n_samples, n_components)
             In the container of ``X``.
         """
-        if is_dask_collection(X):
+        spec = container_of(X)
+        if spec.dask:
             self._fit_dask(X)
             return self.transform(X)
-        result, inp, backend = self._fit(X, container_of(X), keep_data=True)
+        result, inp, backend = self._fit(X, spec, keep_data=True)
         if result.U is None:
             return self._project(inp)
         k = self.n_components_
@@ -546,7 +547,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
         (an input not yet known finite is checked through the product)."""
         def work(ops):
             W, bias = self._projection(ops)
-            return checked_product(ops, inp.data, W, self, bias, not inp.finite)
+            return checked_product(ops, inp, W, self, bias)
 
         out, backend = run_with_fallback(work, operations=("matmul",), X=inp,
                                          what="PCA.transform")
@@ -565,19 +566,20 @@ class PCA(SklearnConversionMixin, _SkPCA):
             In the container of ``X`` (NumPy, CuPy or torch on the same device).
         """
         # host data on the CPU: scikit-learn's own transform (it checks the fit first)
-        out = run_reference_on_host(lambda: _sk_transform(self, X), X=X,
+        spec = container_of(X)
+        out = run_reference_on_host(lambda: _sk_transform(self, X), spec=spec,
                                     operations=("matmul",), what="PCA.transform")
         if out is not NOT_RUN:
             return out
         check_is_fitted(self)
-        if is_dask_collection(X):
+        if spec.dask:
             from ..dask import map_rows
 
             return map_rows(self, self.transform, X, self.n_components_,
                             self.components_.dtype)
         # NaN and infinity are looked for in the (much smaller) projection, not in X.
-        return self._project(prepare(self, X, reset=False, accept_sparse=("csr", "csc"),
-                                     ensure_all_finite=False))
+        return self._project(prepare(self, X, spec=spec, reset=False,
+                                     accept_sparse=("csr", "csc"), ensure_all_finite=False))
 
     def inverse_transform(self, X: MatrixLike) -> MatrixLike:
         """Transform data back to its original space.
@@ -594,7 +596,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
         """
         check_is_fitted(self)
         spec = container_of(X)
-        X = validate_inverse_input(self, X, self.components_.shape[0])
+        X = validate_inverse_input(self, X, spec, self.components_.shape[0])
         components = self.components_
         if self.whiten:
             components = np.sqrt(self.explained_variance_[:, None]) * components
@@ -605,7 +607,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
             return ops.matmul(Xd, ops.asarray(components, dtype=dtype),
                               bias=ops.asarray(self.mean_, dtype=dtype))
 
-        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+        out, _ = run_with_fallback(work, operations=("matmul",), X=spec,
                                    what="PCA.inverse_transform")
         return convert_output(out, spec)
 

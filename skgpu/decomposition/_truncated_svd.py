@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._typing import MatrixLike
 from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
-from ..backends import container_of, convert_output, is_dask_collection, to_numpy
+from ..backends import container_of, convert_output, to_numpy
 from ..utils._cache import cached
 from ..utils._convert import SklearnConversionMixin
 from ..utils._fitting import atomic_fit, fit_context
@@ -172,10 +172,11 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         X_new : array of shape (n_samples, n_components)
             X in the space of the components.
         """
-        if is_dask_collection(X):
+        spec = container_of(X)
+        if spec.dask:
             return self._fit_transform_dask(X)
-        inp = prepare(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2,
-                      reject_strings=True)
+        inp = prepare(self, X, spec=spec, accept_sparse=["csr", "csc"],
+                      ensure_min_features=2, reject_strings=True)
         X = inp.data
         random_state = check_random_state(self.random_state)
         if self.algorithm == "randomized" and self.n_components > X.shape[1]:
@@ -262,23 +263,23 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
             X in the space of the components.
         """
         # host data on the CPU: scikit-learn's own transform (it checks the fit first)
-        out = run_reference_on_host(lambda: _sk_transform(self, X), X=X,
+        spec = container_of(X)
+        out = run_reference_on_host(lambda: _sk_transform(self, X), spec=spec,
                                     operations=("matmul",), what="TruncatedSVD.transform")
         if out is not NOT_RUN:
             return out
         check_is_fitted(self)
-        if is_dask_collection(X):
+        if spec.dask:
             from ..dask import map_rows
 
             return map_rows(self, self.transform, X, self.components_.shape[0],
                             self.components_.dtype)
         # NaN and infinity are looked for in the (much smaller) product, not in X.
-        inp = prepare(self, X, accept_sparse=["csr", "csc"], reset=False,
+        inp = prepare(self, X, spec=spec, accept_sparse=["csr", "csc"], reset=False,
                       ensure_all_finite=False, reject_strings=True)
 
         def work(ops):
-            return checked_product(ops, inp.data, self._components_on(ops, True), self,
-                                   check_finite=not inp.finite)
+            return checked_product(ops, inp, self._components_on(ops, True), self)
 
         out, _ = run_with_fallback(work, operations=("matmul",), X=inp,
                                    what="TruncatedSVD.transform")
@@ -299,14 +300,15 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
         """
         check_is_fitted(self)
         spec = container_of(X)
-        X = validate_inverse_input(self, X, self.components_.shape[0], reject_strings=True)
+        X = validate_inverse_input(self, X, spec, self.components_.shape[0],
+                                   reject_strings=True)
         dtype = np.result_type(X.dtype, self.components_.dtype)  # NumPy's, as scikit-learn's
 
         def work(ops):
             Xd = ops.asarray(X, dtype=dtype)
             return ops.matmul(Xd, ops.asarray(self._components_on(ops, False), dtype=dtype))
 
-        out, _ = run_with_fallback(work, operations=("matmul",), X=X,
+        out, _ = run_with_fallback(work, operations=("matmul",), X=spec,
                                    what="TruncatedSVD.inverse_transform")
         return convert_output(out, spec)
 

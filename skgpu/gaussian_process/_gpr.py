@@ -296,10 +296,11 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             return sk_validate(self, X, y, multi_output=True, y_numeric=True, **kwargs)
         # scikit-learn validates with dtype='numeric' here: text is refused, not parsed
         if predict:
-            return validate_data(self, X, reset=reset, dtype=("float64", "float32"),
-                                 reject_strings=True)
-        return validate_data(self, X, y, reset=reset, dtype=("float64", "float32"),
-                             multi_output=True, y_numeric=True, reject_strings=True)
+            return validate_data(self, X, spec=spec, reset=reset,
+                                 dtype=("float64", "float32"), reject_strings=True)
+        return validate_data(self, X, y, spec=spec, reset=reset,
+                             dtype=("float64", "float32"), multi_output=True,
+                             y_numeric=True, reject_strings=True)
 
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
@@ -326,7 +327,8 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         start = time.perf_counter()
         kernel = C() * RBF() if self.kernel is None else clone(self.kernel)
         rng = check_random_state(self.random_state)
-        X, y = self._validate(X, container_of(X), y)
+        spec = container_of(X)
+        X, y = self._validate(X, spec, y)
         X, y = to_numpy(X), to_numpy(y)
         if kernel.requires_vector_input:
             check_compact_kernels(kernel, X.shape[1])
@@ -361,7 +363,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         (result, rng), backend = run_with_fallback(
             work, device=None if vector else "cpu",
             operations=("sparse_spd", "spmm") if sparse else ("cholesky", "matmul"),
-            X=X, what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})",
+            X=spec, what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})",
             flops=None if sparse else _cholesky_flops(X_train.shape[0]))
         self._rng = rng
         self._y_train_mean, self._y_train_std = y_mean, y_std
@@ -717,19 +719,19 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             Covariance of the joint predictive distribution at X (with
             ``return_cov=True``).
         """
+        spec = container_of(X)
         if _reference_predict(self, X, return_cov):
             # a small call on host data on the CPU: scikit-learn's own predict, on L_
             out: Any = run_reference_on_host(
                 lambda: super(GaussianProcessRegressor, self).predict(
                     X, return_std=return_std, return_cov=return_cov),
-                X=X, operations=("cholesky", "solve_triangular", "matmul"),
+                spec=spec, operations=("cholesky", "solve_triangular", "matmul"),
                 what="GaussianProcessRegressor.predict")
             if out is not NOT_RUN:
                 return out
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         kernel = self.kernel_ if hasattr(self, "kernel_") else self.kernel
-        spec = container_of(X)
         if (not hasattr(self, "X_train_") or kernel is None
                 or not kernel.requires_vector_input):
             return super().predict(to_numpy(X) if spec.on_device else X,
@@ -751,7 +753,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 
         operations = (("sparse_spd", "spmm") if sparse
                       else ("cholesky", "solve_triangular", "matmul"))
-        out, _ = run_with_fallback(work, operations=operations, X=X,
+        out, _ = run_with_fallback(work, operations=operations, X=spec,
                                    what="GaussianProcessRegressor.predict",
                                    flops=None if sparse else 2.0 * X.shape[0]
                                    * self.X_train_.shape[0] ** 2)

@@ -23,7 +23,6 @@ from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fal
 from ..backends import (
     container_of,
     convert_output,
-    is_dask_collection,
     to_numpy,
 )
 from ..utils._cache import cached
@@ -90,25 +89,26 @@ class _DevicePredictMixin(RegressorScoreMixin):
         """
         what = f"{type(self).__name__}.predict"
         # host data on the CPU: scikit-learn's own predict (it checks the fit first)
+        spec = container_of(X)
         out = run_reference_on_host(lambda: super(_DevicePredictMixin, self).predict(X),
-                                    X=X, operations=("matmul",), what=what)
+                                    spec=spec, operations=("matmul",), what=what)
         if out is not NOT_RUN:
             return out
         check_is_fitted(self)
-        if is_dask_collection(X):
+        if spec.dask:
             from ..dask import map_rows
 
             return map_rows(self, self.predict, X,
                             None if np.ndim(self.coef_) == 1 else np.shape(self.coef_)[0],
                             np.result_type(self.coef_.dtype, np.float32))
         # NaN and infinity are checked by checked_product (on the GPU in the product)
-        inp = prepare(self, X, reset=False, accept_sparse=("csr", "csc", "coo"),
+        inp = prepare(self, X, spec=spec, reset=False, accept_sparse=("csr", "csc", "coo"),
                       reject_strings=True, ensure_all_finite=False)
         one_target = np.ndim(self.coef_) == 1
 
         def work(ops):
             W, b = self._linear_weights(ops)  # in coef_'s dtype: NumPy's promotion with X
-            out = checked_product(ops, inp.data, W, self, bias=b)
+            out = checked_product(ops, inp, W, self, bias=b)
             return out.ravel() if one_target else out
 
         out, _ = run_with_fallback(work, operations=("matmul",), X=inp, what=what)
@@ -228,9 +228,9 @@ default='auto'
         self : object
             Fitted estimator.
         """
-        if is_dask_collection(X):
-            return self._fit_dask(X, y, sample_weight)
         spec = container_of(X)
+        if spec.dask:
+            return self._fit_dask(X, y, sample_weight)
         solver = self._backend_solver(X, spec)
         if solver is None:
             logger.info("Ridge.fit: solver=%r (positive=%s) runs scikit-learn's "
@@ -459,12 +459,13 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         self.__dict__.pop("cv_results_", None)
         self._device_cache: dict = {}
 
+        spec = container_of(X)
         if self.cv is not None:
-            if is_dask_collection(X):
+            if spec.dask:
                 raise ValueError("With dask input RidgeCV supports cv=None (the "
                                  "efficient leave-one-out) only.")
             return self._fit_grid_search(X, y, alphas, scorer, params)
-        if is_dask_collection(X):
+        if spec.dask:
             return self._fit_dask(X, y, sample_weight, alphas)
 
         if _routing_enabled():
@@ -476,7 +477,7 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
             scorer = None
         floating = getattr(getattr(X, "dtype", None), "kind", None) == "f"
         original_dtype = X.dtype if floating else None
-        inp, y, sample_weight = self._loo_input(X, y, sample_weight)
+        inp, y, sample_weight = self._loo_input(X, spec, y, sample_weight)
         X = inp.data
         mode = _resolve_gcv_mode(self.gcv_mode, inp.sparse)
         alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
@@ -500,8 +501,9 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         self.backend_ = backend.name
         return self
 
-    def _loo_input(self, X, y, sample_weight):
-        """``(inp, y, sample_weight)`` validated for the leave-one-out fit.
+    def _loo_input(self, X, spec, y, sample_weight):
+        """``(inp, y, sample_weight)`` validated for the leave-one-out fit (X classified
+        by the caller as ``spec``).
 
         Dense X keeps its float32 (converted to float64 on the backend: half the bytes to
         the GPU, no host copy) and its NaN/infinity check is a sum on the backend
@@ -509,7 +511,7 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         fit. Sparse X is converted to float64 CSR and checked on the host, in float64, as
         scikit-learn's message says.
         """
-        inp, y = prepare_xy(self, X, y, accept_sparse=("csr", "csc", "coo"),
+        inp, y = prepare_xy(self, X, y, spec=spec, accept_sparse=("csr", "csc", "coo"),
                             dtype=("float64", "float32"), multi_output=True,
                             y_numeric=True, ensure_all_finite=False)
         if inp.sparse:

@@ -115,7 +115,8 @@ def _preprocess(ops, inp, y, sample_weight, fit_intercept, dtype, owner=None):
     xp = ops.xp
     X = ops.asarray(inp.data, dtype=dtype)
     if not inp.finite:  # on the converted X (scikit-learn's message names float64): one
-        assert_all_finite(X, owner)  # fused sum on the GPU, scikit-learn's check on the CPU
+        # fused sum on the GPU, scikit-learn's check on the CPU
+        assert_all_finite(X, owner, on_device=ops.memory == "device")
     y = ops.asarray(y, dtype=dtype)
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     n, p = X.shape

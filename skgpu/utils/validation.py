@@ -20,11 +20,7 @@ from ..backends import (
     ContainerSpec,
     container_of,
     cupy_module,
-    is_cupy_array,
-    is_cupy_sparse,
     is_device_array,
-    is_sparse,
-    is_torch_tensor,
     to_cupy,
     to_numpy,
 )
@@ -35,10 +31,11 @@ _STRINGS_MESSAGE = ("dtype='numeric' is not compatible with arrays of bytes/stri
                     "Convert your data to numeric values explicitly instead.")
 
 
-def _has_strings(a):
-    """Whether host input ``a`` holds bytes or strings (NumPy kinds U, S, V), as
-    scikit-learn's ``check_array(dtype='numeric')`` tests it; pandas columns one by one."""
-    if a is None or sp.issparse(a) or is_device_array(a):
+def _has_strings(a, spec):
+    """Whether input ``a`` (classified as ``spec``) holds bytes or strings (NumPy kinds
+    U, S, V), as scikit-learn's ``check_array(dtype='numeric')`` tests it; pandas columns
+    one by one. Only NumPy-like host input can."""
+    if a is None or spec.kind != "numpy":
         return False
     dtypes = getattr(a, "dtypes", None)
     if dtypes is not None and not hasattr(dtypes, "kind"):  # a DataFrame
@@ -81,7 +78,7 @@ class Input:
         """This input, with scikit-learn's NaN/infinity check of X done if it was not."""
         if self.finite:
             return self
-        assert_all_finite(self.data, estimator)
+        assert_all_finite(self.data, estimator, on_device=self.on_device)
         return dataclasses.replace(self, finite=True)
 
     def known_finite(self) -> Input:
@@ -107,33 +104,38 @@ def prepare(estimator, X, *, spec=None, ensure_all_finite=True, **kwargs) -> Inp
     :func:`validate_data`'s.
     """
     spec = container_of(X) if spec is None else spec
-    data = validate_data(estimator, X, ensure_all_finite=ensure_all_finite, **kwargs)
+    data = validate_data(estimator, X, spec=spec, ensure_all_finite=ensure_all_finite,
+                         **kwargs)
     return _input(data, spec, ensure_all_finite)
 
 
 def prepare_xy(estimator, X, y, *, spec=None, **kwargs) -> tuple[Input, Any]:
     """:func:`validate_data` for X and y: ``(Input of X, y)``, y as validated there."""
     spec = container_of(X) if spec is None else spec
-    data, y = validate_data(estimator, X, y, **kwargs)
+    data, y = validate_data(estimator, X, y, spec=spec, **kwargs)
     return _input(data, spec, kwargs.get("ensure_all_finite", True)), y
 
 
 def _input(data, spec, ensure_all_finite):
-    return Input(data=data, spec=spec, sparse=is_sparse(data),
-                 on_device=is_cupy_array(data) or is_cupy_sparse(data),
+    # device input is validated on the device, in its own kind; host input may change
+    # kind in scikit-learn's validation (a DataFrame of sparse columns becomes a SciPy
+    # matrix), so the validated array, not X, is asked
+    sparse = spec.sparse if spec.on_device else sp.issparse(data)
+    return Input(data=data, spec=spec, sparse=sparse, on_device=spec.on_device,
                  finite=ensure_all_finite is True)
 
 
-def validate_data(estimator, X, y="no_validation", *, reset=True,
+def validate_data(estimator, X, y="no_validation", *, spec=None, reset=True,
                   dtype=("float64", "float32"), accept_sparse=False, ensure_min_samples=1,
                   ensure_min_features=1, multi_output=False, y_numeric=False,
                   ensure_all_finite=True, reject_strings=False):
     """Validate ``X`` (and ``y`` when given) for ``estimator``.
 
     Device arrays are returned as CuPy (sparse); ``y`` follows ``X`` (moved to the
-    device when ``X`` is there, to the host otherwise). ``n_features_in_`` (and
-    ``feature_names_in_`` for DataFrames) are set when ``reset`` and checked otherwise,
-    as scikit-learn's ``validate_data`` does. Returns ``X`` or ``(X, y)``.
+    device when ``X`` is there, to the host otherwise). ``spec``: X's container where
+    the caller classified X already (:func:`~skgpu.backends.container_of`).
+    ``n_features_in_`` (and ``feature_names_in_`` for DataFrames) are set when ``reset``
+    and checked otherwise, as scikit-learn's ``validate_data`` does. Returns ``X`` or ``(X, y)``.
 
     ``ensure_all_finite=False`` leaves the NaN/infinity check of X to the caller (see
     :func:`check_finite_through`). ``reject_strings=True`` raises scikit-learn's
@@ -142,20 +144,24 @@ def validate_data(estimator, X, y="no_validation", *, reset=True,
     A floating ``y`` is checked for NaN/infinity after its conversion (an object ``y``
     holding None becomes NaN there, which scikit-learn's ``_check_y`` lets through).
     """
-    if is_torch_tensor(X) and not is_device_array(X):
+    spec = container_of(X) if spec is None else spec
+    if spec.host_torch:
         X = X.detach().numpy()
-    if reject_strings and (_has_strings(X) or (
-            not (isinstance(y, str) and y == "no_validation") and _has_strings(y))):
+    no_y = isinstance(y, str) and y == "no_validation"
+    y_spec = None if no_y or y is None else container_of(y)
+    if reject_strings and (_has_strings(X, spec) or (
+            y_spec is not None and _has_strings(y, y_spec))):
         raise ValueError(_STRINGS_MESSAGE)
-    if isinstance(y, str) and y == "no_validation":
-        return _validate_X(estimator, X, reset=reset, dtype=dtype,
+    if no_y:
+        return _validate_X(estimator, X, spec, reset=reset, dtype=dtype,
                            accept_sparse=accept_sparse,
                            ensure_min_samples=ensure_min_samples,
                            ensure_min_features=ensure_min_features,
                            ensure_all_finite=ensure_all_finite)
-    if not is_device_array(X):
+    y_on_device = y_spec is not None and y_spec.on_device
+    if not spec.on_device:
         X, y = _sk_validate_data(
-            estimator, X, to_numpy(y) if is_device_array(y) else y, reset=reset, dtype=list(dtype),
+            estimator, X, to_numpy(y) if y_on_device else y, reset=reset, dtype=list(dtype),
             accept_sparse=accept_sparse, ensure_min_samples=ensure_min_samples,
             ensure_min_features=ensure_min_features, multi_output=multi_output,
             y_numeric=y_numeric, ensure_all_finite=ensure_all_finite,
@@ -163,15 +169,15 @@ def validate_data(estimator, X, y="no_validation", *, reset=True,
         if y_numeric and getattr(y, "dtype", None) is not None and y.dtype.kind == "f":
             _assert_y_finite(y)
         return X, y
-    X = _validate_X(estimator, X, reset=reset, dtype=dtype, accept_sparse=accept_sparse,
-                    ensure_min_samples=ensure_min_samples,
+    X = _validate_X(estimator, X, spec, reset=reset, dtype=dtype,
+                    accept_sparse=accept_sparse, ensure_min_samples=ensure_min_samples,
                     ensure_min_features=ensure_min_features,
                     ensure_all_finite=ensure_all_finite)
     if y is None:
         raise ValueError(
             f"{type(estimator).__name__} requires y to be passed, but the target y is None."
         )
-    if is_device_array(y):
+    if y_on_device:
         y = _check_y_on_device(to_cupy(y), multi_output=multi_output)
     else:
         y = _check_y(y, multi_output=multi_output, y_numeric=y_numeric)
@@ -193,17 +199,18 @@ def _assert_y_finite(y):
                 f"Input y contains infinity or a value too large for {data.dtype!r}.")
 
 
-def validate_inverse_input(estimator, X, n_columns, *, reject_strings=False):
-    """X for ``inverse_transform``: scikit-learn's ``check_array(X, dtype=[float64,
-    float32])`` checks (2-D, numeric, finite, dense, at least one row), on the device for
-    device input, and the column count checked against the ``n_columns`` components
-    (scikit-learn leaves that to NumPy's matmul error; the message here names it)."""
-    if is_torch_tensor(X) and not is_device_array(X):
+def validate_inverse_input(estimator, X, spec, n_columns, *, reject_strings=False):
+    """X for ``inverse_transform``, classified by the caller as ``spec``: scikit-learn's
+    ``check_array(X, dtype=[float64, float32])`` checks (2-D, numeric, finite, dense, at
+    least one row), on the device for device input, and the column count checked against
+    the ``n_columns`` components (scikit-learn leaves that to NumPy's matmul error; the
+    message here names it)."""
+    if spec.host_torch:
         X = X.detach().numpy()
-    if reject_strings and _has_strings(X):
+    if reject_strings and _has_strings(X, spec):
         raise ValueError(_STRINGS_MESSAGE)
-    if is_device_array(X):
-        X = _validate_X(estimator, X, reset=None, dtype=("float64", "float32"),
+    if spec.on_device:
+        X = _validate_X(estimator, X, spec, reset=None, dtype=("float64", "float32"),
                         accept_sparse=False, ensure_min_samples=1, ensure_min_features=1)
     else:
         from sklearn.utils import check_array
@@ -246,9 +253,9 @@ def _check_y_on_device(y, *, multi_output):
     return y
 
 
-def _validate_X(estimator, X, *, reset, dtype, accept_sparse, ensure_min_samples,
+def _validate_X(estimator, X, spec, *, reset, dtype, accept_sparse, ensure_min_samples,
                 ensure_min_features, ensure_all_finite=True):
-    if not is_device_array(X):
+    if not spec.on_device:
         return _sk_validate_data(
             estimator, X, reset=reset, dtype=list(dtype), accept_sparse=accept_sparse,
             ensure_min_samples=ensure_min_samples, ensure_min_features=ensure_min_features,
@@ -256,7 +263,7 @@ def _validate_X(estimator, X, *, reset, dtype, accept_sparse, ensure_min_samples
         )
     X = to_cupy(X)
     name = type(estimator).__name__
-    sparse = is_cupy_sparse(X)
+    sparse = spec.sparse
     if sparse:
         if not accept_sparse:
             raise TypeError(
@@ -326,14 +333,15 @@ def _assert_all_finite_on_device(values, name):
                                input_name="X", estimator_name=name)
 
 
-def checked_product(ops, X, W, estimator, bias=None, check_finite=True):
-    """``X @ W (+ bias)`` on ``ops`` for a transform, with scikit-learn's NaN/infinity
-    error for X (validated with ``ensure_all_finite=False``): on the CPU X is checked
-    first (NumPy would warn on the arithmetic), on the GPU the product is
-    (:func:`check_finite_through`)."""
+def checked_product(ops, inp, W, estimator, bias=None):
+    """``X @ W (+ bias)`` on ``ops`` for a transform of the :class:`Input` ``inp``, with
+    scikit-learn's NaN/infinity error for X where it was validated with
+    ``ensure_all_finite=False``: on the CPU X is checked first (NumPy would warn on the
+    arithmetic), on the GPU the product is (:func:`check_finite_through`)."""
+    check_finite = not inp.finite
     if check_finite and ops.finite_check == "input":
-        assert_all_finite(X, estimator)
-    Xd = ops.asarray(X)
+        inp.checked_finite(estimator)
+    Xd = ops.asarray(inp.data)
     # NumPy's promotion, as scikit-learn's ``X @ components_.T``: float32 X on a float64
     # fit gives float64
     dtype = np.result_type(Xd.dtype, W.dtype)
@@ -342,13 +350,14 @@ def checked_product(ops, X, W, estimator, bias=None, check_finite=True):
     out = ops.matmul(Xd, ops.asarray(W, dtype=Xd.dtype),
                      bias=None if bias is None else ops.asarray(bias, dtype=Xd.dtype))
     if check_finite and ops.finite_check == "output":
-        check_finite_through(ops, out, X, estimator)
+        check_finite_through(ops, out, inp, estimator)
     return out
 
 
-def check_finite_through(ops, out, X, estimator):
-    """Raise scikit-learn's NaN/infinity error for ``X`` if the product ``out`` of X
-    (``X @ W + b``, validated with ``ensure_all_finite=False``) is not finite.
+def check_finite_through(ops, out, inp, estimator):
+    """Raise scikit-learn's NaN/infinity error for the :class:`Input` ``inp`` if the
+    product ``out`` of its X (``X @ W + b``, validated with ``ensure_all_finite=False``)
+    is not finite.
 
     A NaN or infinity in a row of X makes that row of any product with it non-finite
     (``inf·0`` is NaN), so checking the small output replaces a pass over X; X itself is
@@ -359,14 +368,15 @@ def check_finite_through(ops, out, X, estimator):
     # summed in its own dtype: an overflow of finite values only costs the look at X
     if values.size == 0 or np.isfinite(float(ops.xp.sum(values))):
         return
-    assert_all_finite(X, estimator)
+    inp.checked_finite(estimator)
 
 
-def assert_all_finite(X, estimator):
+def assert_all_finite(X, estimator, *, on_device=None):
     """scikit-learn's NaN/infinity check of X (dense or sparse, host or device), for
-    input validated with ``ensure_all_finite=False``."""
-    if is_device_array(X):
-        data = X.data if is_cupy_sparse(X) else X
+    input validated with ``ensure_all_finite=False``; ``on_device``: where X is, if the
+    caller knows (else X is asked)."""
+    if is_device_array(X) if on_device is None else on_device:
+        data = X.data if hasattr(X, "tocsr") else X
         _assert_all_finite_on_device(data, type(estimator).__name__)
     else:
         from ._sklearn_private import _assert_all_finite
