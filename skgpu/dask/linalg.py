@@ -56,6 +56,60 @@ class Stats(NamedTuple):
     y_anchor: Any = None
 
 
+class Whole(NamedTuple):
+    """The whole data's statistics on the client, NumPy float64: ``n`` rows of total
+    weight ``weight``, the column means ``mean`` and ``y_mean`` (zero without an
+    intercept), ``factor`` (XcᵀWXc, or an R with RᵀR equal to it) and ``cross``
+    (XcᵀWyc, None without y)."""
+
+    n: int
+    weight: float
+    mean: Any
+    y_mean: Any
+    factor: Any
+    cross: Any
+
+
+class Factor(NamedTuple):
+    """What only the client reads of a LOO pass's arguments: n, the factor R
+    (RᵀR = XcᵀWXc), C = XcᵀWyc, and R's SVD factors Ũ and s."""
+
+    n: int
+    R: Any
+    C: Any
+    U: Any
+    s: Any
+
+
+class LooArgs(NamedTuple):
+    """The LOO pass's shared arguments, sent to every chunk (:func:`_loo_block` takes
+    them in this order): the means, V of R's SVD, the inverse filters 1/(s² + α) per
+    alpha, MᵀY = Vᵀ XcᵀWyc, Σw, the intercept flag, and the client's :class:`Factor`."""
+
+    mean: Any
+    y_mean: Any
+    V: Any
+    filt: Any
+    MtY: Any
+    w_sum: float
+    fit_intercept: bool
+    info: Factor
+
+
+class LooResult(NamedTuple):
+    """:func:`ridgecv_loo`'s answer: the mean squared LOO errors (n_alphas, n_targets),
+    V, MᵀY and the inverse filters (the coefficients of any alpha are
+    ``V @ (MtY * filt[:, [i]])``), the means and n."""
+
+    mse: Any
+    V: Any
+    MtY: Any
+    filt: Any
+    mean: Any
+    y_mean: Any
+    n: int
+
+
 def _chunk_stats(ops, block, y, w, factor, dtype):
     """One pass over a chunk, centred by its own (weighted) means, in ``dtype``: its
     :class:`Stats`, on the chunk's backend. Chunks combine exactly through their means
@@ -275,7 +329,7 @@ def _finish_stats(parts, kind, fit_intercept):
     if whole.factor is None or m_all is None or not np.all(np.isfinite(m_all)) or (
             e_all is not None and not np.all(np.isfinite(e_all))):
         raise InvalidChunks()
-    return whole.n, float(whole.weight), mean, y_mean, whole.factor, whole.cross
+    return Whole(whole.n, float(whole.weight), mean, y_mean, whole.factor, whole.cross)
 
 
 def _anchored(mean, anchor):
@@ -286,17 +340,17 @@ def pca_covariance(X):
     """(n, mean, covariance) of a row-chunked dask X, in float64, in one pass of chunked
     Gram blocks (float32 chunks: float32 Gram blocks, as an in-memory fit computes)."""
     check_row_chunked(X)
-    n, _, mean, _, G, _ = _combined_stats(X, None, None, True, "gram32")
-    if n < 2:
+    whole = _combined_stats(X, None, None, True, "gram32")
+    if whole.n < 2:
         raise ValueError("PCA needs at least 2 samples to estimate a covariance.")
-    return n, mean, G / (n - 1)
+    return whole.n, whole.mean, whole.factor / (whole.n - 1)
 
 
 def ridge_normal_equations(X, y, w, fit_intercept):
     """XcᵀWXc, XcᵀWyc and the means, in one pass of chunked Gram blocks."""
     check_row_chunked(X)
-    _, _, mean, y_mean, G, C = _combined_stats(X, y, w, fit_intercept, "gram")
-    return G, C, mean, y_mean
+    whole = _combined_stats(X, y, w, fit_intercept, "gram")
+    return whole.factor, whole.cross, whole.mean, whole.y_mean
 
 
 def _small_svd(R, device):
@@ -320,21 +374,22 @@ def _small_eigh(G, device):
     return ops.to_host(w), ops.to_host(V)
 
 
-def _loo_args(n, w_sum, mean, y_mean, C, R, alphas, fit_intercept, device, svd=None):
-    """The LOO pass's shared arguments from the factor R (RᵀR = XcᵀWXc): the SVD
-    ``R = Ũ S Vᵀ`` (``svd``, when the caller has it), MᵀY = Vᵀ XcᵀWyc and the inverse
-    filters 1/(s² + α); the last item, a dict, is what only the client reads
-    (n, R, C, Ũ, s)."""
+def _loo_args(whole, R, alphas, fit_intercept, device, svd=None) -> LooArgs:
+    """The LOO pass's shared arguments for the data's :class:`Whole` statistics and a
+    factor R (RᵀR = XcᵀWXc; ``whole.factor`` is not read): the SVD ``R = Ũ S Vᵀ``
+    (``svd``, when the caller has it), MᵀY = Vᵀ XcᵀWyc and the inverse filters
+    1/(s² + α)."""
     U, s, Vt = _small_svd(R, device) if svd is None else svd
     V = np.ascontiguousarray(Vt.T)
-    MtY = V.T @ C  # (XwV)ᵀ yw
-    inv = 1.0 / ((s * s)[:, None] + np.asarray(alphas)[None, :])
-    return (mean, y_mean, V, inv, MtY, w_sum, fit_intercept,
-            {"n": n, "R": R, "C": C, "U": U, "s": s})
+    MtY = V.T @ whole.cross  # (XwV)ᵀ yw
+    filt = 1.0 / ((s * s)[:, None] + np.asarray(alphas)[None, :])
+    return LooArgs(whole.mean, whole.y_mean, V, filt, MtY, whole.weight, fit_intercept,
+                   Factor(whole.n, R, whole.cross, U, s))
 
 
-def _loo_args_from_gram(stats, alphas, fit_intercept, device):
-    """:func:`_loo_args` for the factor R = S Vᵀ of XcᵀWXc = V S² Vᵀ, from the Gram's
+def _loo_args_from_gram(stats, alphas, fit_intercept, device) -> LooArgs:
+    """:func:`_loo_args` for the factor R = S Vᵀ of XcᵀWXc = V S² Vᵀ (``stats``, the
+    :class:`Whole` of the Gram pass), from the Gram's
     eigendecomposition (so Ũ = I); a LinAlgError if the Gram's Cholesky factorisation
     fails (it is not positive definite to working precision: the TSQR route).
 
@@ -343,15 +398,14 @@ def _loo_args_from_gram(stats, alphas, fit_intercept, device):
     the passes: 256 × 256 on the H200 host, one thread's LAPACK as in a dask worker
     beside it, cuSOLVER's syevd took 2.5 ms, the Cholesky factor's SVD 9.8 ms (gesvd;
     NumPy's 14.3 ms)."""
-    n, w_sum, mean, y_mean, G, C = stats
-    np.linalg.cholesky(G)  # the test only (~1 ms at 256 × 256 on one core)
-    lam, V = _small_eigh(G, device)
+    np.linalg.cholesky(stats.factor)  # the test only (~1 ms at 256 × 256 on one core)
+    lam, V = _small_eigh(stats.factor, device)
     if not lam[-1] > 0:
         raise np.linalg.LinAlgError("the Gram matrix is not positive definite")
     s = np.sqrt(lam)
     Vt = np.ascontiguousarray(V.T)
-    return _loo_args(n, w_sum, mean, y_mean, C, s[:, None] * Vt, alphas, fit_intercept,
-                     device, svd=(np.eye(len(s)), s, Vt))
+    return _loo_args(stats, s[:, None] * Vt, alphas, fit_intercept, device,
+                     svd=(np.eye(len(s)), s, Vt))
 
 
 def _gram_to_loo_args(parts, alphas, fit_intercept, device):
@@ -379,6 +433,24 @@ def _loo_task(blocks, vectors, first, parts, alphas, fit_intercept, device):
     return sums, (args if first else None)
 
 
+def _checked_loo(args, sums, MtM):
+    """A LOO pass's result and the check of its R (see :func:`ridgecv_loo`):
+    ``(LooResult, error / limit, QᵀQ)``; QᵀQ None where R is singular."""
+    eps = np.finfo(np.float64).eps
+    n, s, U = args.info.n, args.info.s, args.info.U
+    p = len(s)
+    result = LooResult(sums / n, args.V, args.MtY, args.filt, args.mean, args.y_mean, n)
+    if not s[-1] > 0:
+        return result, np.inf, None
+    QtQ = MtM / np.outer(s, s)  # Ũᵀ (QᵀQ) Ũ
+    # M = Xc V is formed from the data, so even an exact R leaves ~eps·cond(X) here
+    # (an in-memory fit forms the same M); beyond that and tau, R is inaccurate.
+    tau = min(10.0 * eps * np.sqrt(n) * p, 1e-6)
+    limit = tau + 10.0 * eps * np.sqrt(p) * s[0] / s[-1]
+    error = float(np.linalg.norm(QtQ - np.eye(p))) / limit
+    return result, error, U @ QtQ @ U.T
+
+
 def ridgecv_loo(X, y, w, alphas, fit_intercept):
     """RidgeCV over row chunks, normally in two passes: the Gram matrix of the centred,
     weighted X (and XcᵀWyc), checked positive definite by its Cholesky factorisation,
@@ -400,34 +472,17 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
     TSQR (the chunks' QR factors, stacked) and the LOO pass is repeated. Each pass is
     logged (DEBUG, "skgpu").
 
-    Returns (mean squared LOO errors (n_alphas, n_targets), V, MtY, inverse filter, X and
-    y means, n).
+    Returns a :class:`LooResult`.
     """
     check_row_chunked(X)
     device = runner.configured_device()
     run = runner.for_fit(X, (y, w))
     plan = run.plan  # the graph below submits on it directly
-    p = X.shape[1]
-    eps = np.finfo(np.float64).eps
-
-    def checked(args, sums, MtM):
-        """The LOO result and the check of R: (result, error / limit, QᵀQ)."""
-        _, _, V, inv, MtY, _, _, info = args
-        n, s, U = info["n"], info["s"], info["U"]
-        result = (sums / n, V, MtY, inv)
-        if not s[-1] > 0:
-            return result, np.inf, None
-        QtQ = MtM / np.outer(s, s)  # Ũᵀ (QᵀQ) Ũ
-        # M = Xc V is formed from the data, so even an exact R leaves ~eps·cond(X) here
-        # (an in-memory fit forms the same M); beyond that and tau, R is inaccurate.
-        tau = min(10.0 * eps * np.sqrt(n) * p, 1e-6)
-        limit = tau + 10.0 * eps * np.sqrt(p) * s[0] / s[-1]
-        error = float(np.linalg.norm(QtQ - np.eye(len(s)))) / limit
-        return result, error, U @ QtQ @ U.T
 
     def loo_pass(args):
         logger.debug("dask pass: leave-one-out")
-        return checked(args, *runner.sum_pairs(run(_loo_block, args=args, reduce=runner.sum_pairs)))
+        return _checked_loo(args, *runner.sum_pairs(run(_loo_block, args=args,
+                                                        reduce=runner.sum_pairs)))
 
     result = args = None
     try:
@@ -440,7 +495,8 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
                                                           fit_intercept, device))
             logger.debug("dask pass: leave-one-out")
             args = out[0][1]
-            result, error, QtQ = checked(args, *runner.sum_pairs([sums for sums, _ in out]))
+            result, error, QtQ = _checked_loo(args,
+                                              *runner.sum_pairs([sums for sums, _ in out]))
         else:
             stats = _combined_stats(X, y, w, fit_intercept, "gram", run)
             args = _loo_args_from_gram(stats, alphas, fit_intercept, device)
@@ -448,21 +504,20 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
         if error > 1.0:  # CholeskyQR2: the LOO pass's MᵀM refines R
             if QtQ is None:  # R is singular
                 raise np.linalg.LinAlgError("singular R")
-            mean, y_mean, _, _, _, w_sum, _, info = args
-            R = np.linalg.cholesky(QtQ).T @ info["R"]
-            args = _loo_args(info["n"], w_sum, mean, y_mean, info["C"], R, alphas,
-                             fit_intercept, device)
+            info = args.info
+            R = np.linalg.cholesky(QtQ).T @ info.R
+            whole = Whole(info.n, args.w_sum, args.mean, args.y_mean, None, info.C)
+            args = _loo_args(whole, R, alphas, fit_intercept, device)
             result, error, _ = loo_pass(args)
             if error > 1.0:
                 result = None
     except np.linalg.LinAlgError:
         result = None
     if result is None:  # TSQR: R from the chunks' QR factors
-        n, w_sum, mean, y_mean, R, C = _combined_stats(X, y, w, fit_intercept, "r", run)
-        args = _loo_args(n, w_sum, mean, y_mean, C, R, alphas, fit_intercept, device)
+        whole = _combined_stats(X, y, w, fit_intercept, "r", run)
+        args = _loo_args(whole, whole.factor, alphas, fit_intercept, device)
         result, _, _ = loo_pass(args)
-    mean, y_mean, *_, info = args
-    return result + (mean, y_mean, info["n"])
+    return result
 
 
 # --- randomized SVD (TruncatedSVD) -------------------------------------------------------
@@ -503,18 +558,26 @@ def _centred_sq_sum(ops, block, mean):
     return float(ops.xp.vdot(X, X))
 
 
+class _Sums(NamedTuple):
+    """A chunk's row count, column sums, and whether it is finite."""
+
+    n: int
+    sums: Any
+    finite: bool
+
+
 def _chunk_sums(ops, block):
     X = ops.asarray(block, dtype=np.float64)
-    return X.shape[0], ops.to_host(ops.xp.ones(X.shape[0]) @ X), runner.finite(ops, X)
+    return _Sums(X.shape[0], ops.to_host(ops.xp.ones(X.shape[0]) @ X), runner.finite(ops, X))
 
 
 def _means(run):
     """n and the column means of X (one pass), for the randomized route."""
     parts = run(_chunk_sums, operations=("column_mean",))
-    if not all(part[2] for part in parts):
+    if not all(part.finite for part in parts):
         raise InvalidChunks()
-    n = sum(part[0] for part in parts)
-    return n, sum(part[1] for part in parts) / n
+    n = sum(part.n for part in parts)
+    return n, sum(part.sums for part in parts) / n
 
 
 def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):

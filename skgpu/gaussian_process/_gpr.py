@@ -684,7 +684,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             self._check_memory("GaussianProcessRegressor.log_marginal_likelihood", ops,
                                kernel, self.X_train_, self.y_train_, alpha,
                                gradient=eval_gradient)
-            X = self._state_on(ops)[2] if vector else self.X_train_
+            X = self._state_on(ops).X if vector else self.X_train_
             return _LogMarginalLikelihood(ops, X, self.y_train_, alpha)(kernel, eval_gradient)
 
         out, _ = run_with_fallback(

@@ -566,8 +566,8 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
         X, y = inp.X, inp.y
         alpha_list = [float(alphas)] if alphas.ndim == 0 else list(map(float, alphas))
         with inp.errors():
-            mse, V, MtY, inv, mean, y_mean, n = ridgecv_loo(X, y, inp.sample_weight,
-                                                            alpha_list, self.fit_intercept)
+            loo = ridgecv_loo(X, y, inp.sample_weight, alpha_list, self.fit_intercept)
+        mse, V, MtY, inv, mean, y_mean = loo.mse, loo.V, loo.MtY, loo.filt, loo.mean, loo.y_mean
         t = MtY.shape[1]
         per_target = self.alpha_per_target and t > 1
         if self.alpha_per_target:
