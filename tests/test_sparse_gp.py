@@ -275,7 +275,7 @@ def test_sparse_predict_in_padded_blocks(rng, monkeypatch, device):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
-ISSUE_KERNELS = {
+SPLIT_GRADIENT_KERNELS = {
     # scale and noise affine in K (trace from one shift difference), length differenced
     "c_tapered_white": (lambda r: C(1.0) * Tapered(Matern(r, nu=1.5), taper_range=r)
                         + WhiteKernel(0.01), 5, 1e-8),
@@ -305,7 +305,7 @@ def split_path(monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", list(ISSUE_KERNELS))
+@pytest.mark.parametrize("name", list(SPLIT_GRADIENT_KERNELS))
 @pytest.mark.parametrize("n_targets", [1, 2])
 def test_sparse_gradient_split_matches_the_exact_dense_gradient(rng, device, name,
                                                                n_targets, split_path):
@@ -317,7 +317,7 @@ def test_sparse_gradient_split_matches_the_exact_dense_gradient(rng, device, nam
 
     ops = split_path(device)
     skip_unless_supported(ops, "sparse_spd")
-    make, factorisations, alpha = ISSUE_KERNELS[name]
+    make, factorisations, alpha = SPLIT_GRADIENT_KERNELS[name]
     n = 1500
     X = rng.uniform(0, 1, (n, 2))
     y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
@@ -355,7 +355,7 @@ def test_sparse_gradient_differences_what_is_not_affine(rng, device, split_path)
     X = rng.uniform(0, 1, (n, 2))
     y = np.sin(6 * X[:, 0]) + 0.05 * rng.standard_normal(n)
     alpha = rng.uniform(1e-8, 1e-6, n)
-    kernel = ISSUE_KERNELS["c_tapered_white"][0](np.sqrt(30 / (np.pi * n)))
+    kernel = SPLIT_GRADIENT_KERNELS["c_tapered_white"][0](np.sqrt(30 / (np.pi * n)))
     with skgpu.config_context(device="cpu"):
         dense = GaussianProcessRegressor(kernel, optimizer=None, alpha=alpha,
                                          cholesky="dense").fit(X, y)
