@@ -33,7 +33,7 @@ def main():
     X, y, kernel = sparse_gp_problem(n)
     with skgpu.config_context(device="gpu"):
         gpr = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
-    factor = gpr._state_on(get_backend("gpu"))[2].factor
+    factor = gpr._state_on(get_backend("gpu")).lml.factor
     A, options = factor._A, factor._options()
     B = cp.asfortranarray(cp.random.default_rng(1).standard_normal((n, width)))
     print(json.dumps({"n": n, "width": width, "nnz": int(A.nnz)}), flush=True)
