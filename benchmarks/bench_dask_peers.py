@@ -84,6 +84,8 @@ def main():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--estimators", nargs="+", default=["PCA", "TruncatedSVD"],
+                        choices=["PCA", "TruncatedSVD"], help="whose rows to run")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.features, args.chunks, args.workers, args.threads = (
@@ -102,7 +104,7 @@ def main():
     doc = {"machine": machine(), "results": results,
            "setup": {"rows": args.rows, "features": args.features, "chunks": args.chunks,
                      "workers": args.workers, "threads_per_worker": args.threads,
-                     "dtype": "float64", "components": K,
+                     "dtype": "float64", "components": K, "estimators": args.estimators,
                      "peer": "dask-ml" if dml else "dask.array.linalg (dask-ml missing)"}}
     with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads,
                       processes=True, dashboard_address=None) as cluster, \
@@ -112,6 +114,9 @@ def main():
         times = {}
 
         def row(name, make, ref_key, values_attr):
+            if not any(f" {est} " in name for est in args.estimators):
+                return None
+
             def case():
                 times[name] = _row(results, name, lambda: make().fit(X), ref_key, ref,
                                    args.repeats, values_attr)
@@ -150,7 +155,7 @@ def main():
                         out[name] = t / ours
             results.append(out)
 
-        run_cases(cases + [ratios], doc, args.out)
+        run_cases([c for c in cases if c is not None] + [ratios], doc, args.out)
 
 
 if __name__ == "__main__":

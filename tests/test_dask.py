@@ -40,8 +40,19 @@ def test_pca(client, rng, dtype, chunk):
                         ref.transform(X), _tol(dtype))
 
 
+@pytest.fixture(params=["gram", "passes"])
+def randomized_route(request, monkeypatch):
+    """The randomized fits' two routes over chunks: on the Gram matrix of one pass
+    (where it pays, as for these small feature counts) or one pass per product."""
+    from skgpu.dask import linalg
+
+    if request.param == "passes":
+        monkeypatch.setattr(linalg, "GRAM_MAX_FEATURES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_pca_randomized(client, rng, dtype, seed):
+def test_pca_randomized(client, rng, dtype, seed, randomized_route):
     """The sketch of the (implicitly centred) chunks with the in-memory fit's draws."""
     X = ((rng.standard_normal((3000, 6)) * np.geomspace(20, 4, 6))
          @ rng.standard_normal((6, 30)) + rng.standard_normal((3000, 30)) + 5).astype(dtype)
@@ -55,7 +66,7 @@ def test_pca_randomized(client, rng, dtype, seed):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_iter", [2, 5])
-def test_truncated_svd(client, rng, dtype, n_iter, seed):
+def test_truncated_svd(client, rng, dtype, n_iter, seed, randomized_route):
     """The same random draws as an in-memory fit, so the same result up to rounding."""
     X = ((rng.standard_normal((3000, 8)) * np.geomspace(30, 3, 8))
          @ rng.standard_normal((8, 40)) + rng.standard_normal((3000, 40))).astype(dtype)
@@ -70,6 +81,34 @@ def test_truncated_svd(client, rng, dtype, n_iter, seed):
         assert_allclose_rel(getattr(ours, name), getattr(ref, name), _tol(dtype))
     assert isinstance(Z, da.Array) and Z.chunks[0] == Xd.chunks[0]
     assert_allclose_rel(Z.compute(), ref.transform(X), _tol(dtype))
+    # against the exact singular values: no further off than the in-memory sketch
+    exact = np.linalg.svd(X.astype(np.float64), compute_uv=False)[:5]
+    ours_err = np.max(np.abs(ours.singular_values_ - exact) / exact)
+    ref_err = np.max(np.abs(ref.singular_values_ - exact) / exact)
+    assert ours_err <= 2 * ref_err + 10 * np.finfo(dtype).eps
+
+
+def test_randomized_fits_read_x_once_on_the_gram_route(client, rng, randomized_route,
+                                                        monkeypatch):
+    """The Gram route makes one pass over X (no power-iteration pass); the other makes
+    one per product. (Passes counted on the client, where they are submitted.)"""
+    from skgpu.dask import runner
+
+    passes = []
+    submit = runner.FitRun.__call__
+
+    def counted(self, func, *args, **kwargs):
+        passes.append(func.__name__)
+        return submit(self, func, *args, **kwargs)
+
+    monkeypatch.setattr(runner.FitRun, "__call__", counted)
+    Xd = da.from_array(rng.standard_normal((900, 20)), chunks=(300, -1))
+    TruncatedSVD(3, n_iter=4, random_state=0).fit(Xd)
+    PCA(3, svd_solver="randomized", random_state=0).fit(Xd)
+    if randomized_route == "gram":
+        assert passes == ["_chunk_stats", "_chunk_stats"]
+    else:
+        assert passes.count("_power_block") == 2 * (4 + 1) and "_chunk_stats" not in passes
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -18,10 +18,11 @@ from .linalg import (
     randomized_svd,
     ridge_normal_equations,
     ridgecv_loo,
+    truncated_svd,
 )
 
 __all__ = [
     "DaskInput", "InvalidChunks", "map_rows", "prepare_dask_fit",
     "column_and_projection_variances", "pca_covariance", "pca_randomized", "randomized_svd",
-    "ridge_normal_equations", "ridgecv_loo",
+    "ridge_normal_equations", "ridgecv_loo", "truncated_svd",
 ]

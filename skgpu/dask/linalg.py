@@ -580,10 +580,38 @@ def _means(run):
     return n, sum(part.sums for part in parts) / n
 
 
+#: The largest feature count whose Gram matrix a randomized fit gathers in place of its
+#: passes (a float64 p x p partial per worker group: 128 MiB at 4,096).
+GRAM_MAX_FEATURES = 4096
+
+
+def _n_iter(n_iter, k, n, p):
+    return (7 if k < 0.1 * min(n, p) else 4) if n_iter == "auto" else n_iter
+
+
+def gram_pays(shape, k, *, n_oversamples, n_iter, passes_after=2):
+    """Whether a randomized fit of a row-chunked X of ``shape`` runs on X's Gram matrix
+    (one pass over X) rather than over X once per power iteration: where the Gram's
+    n·p² multiply-adds are no more than the n·p·(k + n_oversamples) of each of the
+    passes it replaces (the power iterations, the final range's two and
+    ``passes_after`` more for the variances), and the p × p matrix is small
+    (:data:`GRAM_MAX_FEATURES`). The passes' own cost, a scheduler round trip and a read
+    of every chunk each, is saved on top."""
+    n, p = shape
+    passes = _n_iter(n_iter, k, n, p) + 2 + passes_after
+    return p <= GRAM_MAX_FEATURES and p <= 2 * passes * (k + n_oversamples)
+
+
 def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
     """PCA by the randomized SVD of the implicitly centred X (each chunk centred where it
-    lives): (n, mean, S, Vt, total variance)."""
+    lives): (n, mean, S, Vt, total variance). Where :func:`gram_pays`, from the centred
+    Gram matrix of one pass (mean and total variance from the same pass)."""
     check_row_chunked(X)
+    if gram_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
+        whole = _combined_stats(X, None, None, True, "gram")
+        S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
+                               random_state=random_state, gram=whole.factor)
+        return whole.n, whole.mean, S, Vt, float(np.trace(whole.factor)) / (whole.n - 1)
     run = runner.for_fit(X)
     n, mean = _means(run)
     S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
@@ -592,7 +620,29 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
     return n, mean, S, Vt, total / (n - 1)
 
 
-def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=None):
+def truncated_svd(X, k, *, n_oversamples, n_iter, random_state):
+    """TruncatedSVD's randomized fit: (S, Vt, Σ_j var(X[:, j]), var(X Vᵀ) per
+    component), the variances with ddof 0. Where :func:`gram_pays`, everything comes from
+    one pass: the centred Gram XcᵀXc and the mean give XᵀX = XcᵀXc + n·μμᵀ for the SVD,
+    trace(XcᵀXc)/n and diag(V XcᵀXc Vᵀ)/n for the variances. Else the randomized SVD's
+    passes over X and two more for the variances."""
+    check_row_chunked(X)
+    if gram_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
+        whole = _combined_stats(X, None, None, True, "gram")
+        C, n = whole.factor, whole.n
+        S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
+                               random_state=random_state,
+                               gram=C + n * np.outer(whole.mean, whole.mean))
+        explained = np.einsum("ij,jk,ik->i", Vt, C, Vt) / n
+        return S, Vt, float(np.trace(C)) / n, explained
+    S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
+                           random_state=random_state)
+    full_var, explained = column_and_projection_variances(X, Vt.T)
+    return S, Vt, full_var, explained
+
+
+def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=None,
+                   gram=None):
     """Halko et al. over row chunks, with scikit-learn's random draws. Each power
     iteration is one pass: XᵀY and YᵀY for Y = X Q; the range's orthonormal basis Y M
     (M from YᵀY's eigendecomposition, directions below its rounding dropped) gives the
@@ -600,6 +650,11 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
     final range is made accurately, in two passes: the R of X Q (TSQR), then Xᵀ Y and
     YᵀY for Y = X Q M (M from R's SVD), the latter making the projection exact. X is
     float32 or float64 (see :mod:`.input`). Returns (S, Vt) of the top ``k``.
+
+    ``gram``: X's (centred, for PCA) Gram matrix G, float64, where the caller made it
+    (:func:`gram_pays`): every product above is then one with G, on the client, and X
+    is not read (XᵀY = G Q, YᵀY = Qᵀ G Q; the final range's R from the eigenvalues of
+    Qᵀ G Q, kept above their rounding ε·λ₁ as in the power iterations).
     """
     from sklearn.utils import check_random_state
 
@@ -609,12 +664,13 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
     n, p = X.shape
     if n < p:
         raise ValueError(f"Dask input needs n_samples >= n_features, got {n} < {p}.")
-    run = runner.for_fit(X) if run is None else run
     cpu = get_backend("cpu")
     random_state = check_random_state(random_state)
-    if n_iter == "auto":
-        n_iter = 7 if k < 0.1 * min(n, p) else 4
+    n_iter = _n_iter(n_iter, k, n, p)
     Q = random_state.normal(size=(p, k + n_oversamples)).astype(X.dtype, copy=False)
+    if gram is not None:
+        return _randomized_svd_of_gram(gram, Q.astype(np.float64), k, n_iter, cpu)
+    run = runner.for_fit(X) if run is None else run
     eps = np.finfo(X.dtype).eps
 
     def range_basis(Q):
@@ -648,13 +704,39 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
     # Y = X Q M is orthonormal up to ~eps·cond(R): B = (Y L⁻ᵀ)ᵀ X with G = YᵀY = L Lᵀ
     # is exactly the projection on its range (one CholeskyQR step, no pass of its own)
     L = np.linalg.cholesky(G)
-    B = sla.solve_triangular(L, Z.T, lower=True)
+    return _top(sla.solve_triangular(L, Z.T, lower=True), k, cpu)
+
+
+def _top(B, k, cpu):
+    """(S, Vt) of the top ``k`` of B's SVD, zeros beyond B's rank."""
     if B.shape[0] >= k:
         _, s, Vt = cpu.svd(B)
     else:  # X's numerical rank is below k: the remaining singular values are zero
         _, s, Vt = np.linalg.svd(B, full_matrices=True)
         s = np.concatenate([s, np.zeros(k - len(s))])
     return s[:k], Vt[:k]
+
+
+def _randomized_svd_of_gram(G, Q, k, n_iter, cpu):
+    """:func:`randomized_svd`'s steps with every product over X replaced by one with its
+    Gram matrix G (float64); Q: the random start."""
+    eps = np.finfo(np.float64).eps
+    if not np.all(np.isfinite(G)):
+        raise InvalidChunks()
+
+    def basis(Q):
+        """M with (X Q M)ᵀ(X Q M) = I on X Q's numerical range, from Qᵀ G Q = W Λ Wᵀ."""
+        lam, W = np.linalg.eigh(Q.T @ (G @ Q))
+        lam, W = lam[::-1], W[:, ::-1]
+        keep = max(1, int(np.count_nonzero(lam > lam[0] * len(lam) * eps)))
+        return W[:, :keep] / np.sqrt(np.maximum(lam[:keep], np.finfo(np.float64).tiny))
+
+    for _ in range(n_iter):
+        Q = np.linalg.qr(G @ (Q @ basis(Q)))[0]
+    W = Q @ basis(Q)
+    Z = G @ W  # Xᵀ Y for Y = X W, orthonormal up to ε·cond: one CholeskyQR step more
+    L = np.linalg.cholesky(W.T @ Z)  # (as over X), B = (Y L⁻ᵀ)ᵀ X = L⁻¹ Wᵀ G
+    return _top(sla.solve_triangular(L, Z.T, lower=True), k, cpu)
 
 
 def column_and_projection_variances(X, V):

@@ -214,8 +214,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
 
     def _fit_transform_dask(self, X):
         """Randomized SVD over row chunks (skgpu.dask); returns the lazy transform."""
-        from ..dask import column_and_projection_variances, prepare_dask_fit
-        from ..dask import randomized_svd as dask_randomized_svd
+        from ..dask import prepare_dask_fit, truncated_svd
 
         if self.algorithm != "randomized":
             raise ValueError(
@@ -230,11 +229,11 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
                 f"n_components({self.n_components}) must be <= n_features({X.shape[1]})."
             )
         with inp.errors():
-            S, Vt = dask_randomized_svd(X, self.n_components,
-                                        n_oversamples=self.n_oversamples,
-                                        n_iter=self.n_iter, random_state=self.random_state)
+            S, Vt, full_var, explained = truncated_svd(
+                X, self.n_components, n_oversamples=self.n_oversamples,
+                n_iter=self.n_iter, random_state=self.random_state)
+            # (the variances do not depend on the components' signs)
             _, Vt = _flip_signs(get_backend("cpu"), None, np.ascontiguousarray(Vt))
-            full_var, explained = column_and_projection_variances(X, Vt.T)
         dtype = X.dtype
         self.components_ = np.ascontiguousarray(Vt, dtype=dtype)
         self.explained_variance_ = explained.astype(dtype)
