@@ -18,7 +18,8 @@ sys.path.insert(0, sys.argv[1])
 import cupy as cp  # noqa: E402
 import cupyx.scipy.sparse as csp  # noqa: E402
 import numpy as np  # noqa: E402
-from sklearn.gaussian_process.kernels import RBF, Matern  # noqa: E402
+from sklearn.gaussian_process.kernels import RBF, Matern, WhiteKernel  # noqa: E402
+from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
 
 import skgpu  # noqa: E402
 from skgpu.decomposition import PCA, TruncatedSVD  # noqa: E402
@@ -54,6 +55,10 @@ def main():
     yg = np.sin(6 * Xg[:, 0]) + 0.1 * rng.standard_normal(4_000)
     Xs = rng.uniform(0, 1, (100_000, 2))
     ys = np.sin(6 * Xs[:, 0]) * np.cos(4 * Xs[:, 1]) + 0.05 * rng.standard_normal(100_000)
+    X8 = rng.uniform(-1, 1, (10_000, 8))
+    y8 = np.sin(3 * X8 @ np.linspace(1, 0.2, 8)) + 0.1 * rng.standard_normal(10_000)
+    k8 = C(1.0) * RBF(np.ones(8)) + WhiteKernel(0.1)
+    gp8 = GaussianProcessRegressor(k8, optimizer=None).fit(X8, y8)
     tapered = GaussianProcessRegressor(Tapered(Matern(0.01, nu=1.5), taper_range=0.01),
                                        alpha=1e-2, optimizer=None,
                                        cholesky="sparse").fit(Xs, ys)
@@ -71,6 +76,8 @@ def main():
             alphas=np.logspace(-3, 3, 13)).fit(X64d, y64d),
         "GP dense fit n=4000 (optimizer=None)": lambda: GaussianProcessRegressor(
             RBF(0.3), alpha=1e-2, optimizer=None).fit(Xg, yg),
+        "GP dense LML + gradient n=10000 d=8 (run_all's case)":
+            lambda: gp8.log_marginal_likelihood(k8.theta + 0.3, eval_gradient=True),
         "GP tapered LML + gradient n=100k (cuDSS)": lambda: tapered.log_marginal_likelihood(
             tapered.kernel_.theta, eval_gradient=True),
     }
