@@ -50,6 +50,7 @@ _THREADS = "cpu_threads_cpu_2core.json"
 _GP300 = "GaussianProcessRegressor n = 300"
 _RIDGE_THREADS = {"case": "RidgeCV 2,000", "mode": "8 threads at once (32 fits)"}
 _REFINED = "ridgecv_speed_refined_h200.json"
+_PEERS_TSVD = "dask_peers_tsvd_2m_h200_cpu.json"
 RECORDS = {
     "threads-gp-pool": (_THREADS, {"case": _GP300, "mode": "one at a time",
                                    "blas_management": "off (before)"},
@@ -73,12 +74,21 @@ RECORDS = {
                        "s"),
     "peers-pca-ratio": ("dask_peers_2m_h200_cpu.json", "ratio: peer median",
                         "dask-ml PCA full (TSQR, exact)", "x"),
-    "peers-tsvd": ("dask_peers_2m_h200_cpu.json", "skgpu TruncatedSVD", "fit_s.median_s",
-                   "s"),
-    "peers-tsvd-randomized": ("dask_peers_2m_h200_cpu.json",
-                              "dask-ml TruncatedSVD randomized", "fit_s.median_s", "s"),
-    "peers-tsvd-tsqr": ("dask_peers_2m_h200_cpu.json", "dask-ml TruncatedSVD tsqr",
-                        "fit_s.median_s", "s"),
+    "peers-tsvd": (_PEERS_TSVD, "skgpu TruncatedSVD (randomized, n_iter=5)",
+                   "fit_s.median_s", "s"),
+    "peers-tsvd-err": (_PEERS_TSVD, "skgpu TruncatedSVD (randomized, n_iter=5)",
+                       "values_max_rel_err", "e"),
+    "peers-tsvd10": (_PEERS_TSVD, "skgpu TruncatedSVD (randomized, n_iter=10)",
+                     "fit_s.median_s", "s"),
+    "peers-tsvd10-err": (_PEERS_TSVD, "skgpu TruncatedSVD (randomized, n_iter=10)",
+                         "values_max_rel_err", "e"),
+    "peers-tsvd-randomized": (_PEERS_TSVD, "dask-ml TruncatedSVD randomized",
+                              "fit_s.median_s", "s"),
+    "peers-tsvd-randomized-err": (_PEERS_TSVD, "dask-ml TruncatedSVD randomized",
+                                  "values_max_rel_err", "e"),
+    "peers-tsvd-ratio": (_PEERS_TSVD, "ratio: peer median",
+                         "dask-ml TruncatedSVD randomized, n_iter=5", "x"),
+    "peers-tsvd-tsqr": (_PEERS_TSVD, "dask-ml TruncatedSVD tsqr", "fit_s.median_s", "s"),
     "shared-pca": ("dask_shared_gpu_h200.json", "two-worker time over one-worker", "pca",
                    "x"),
     "shared-ridgecv": ("dask_shared_gpu_h200.json", "two-worker time over one-worker",
