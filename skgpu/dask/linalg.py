@@ -522,24 +522,27 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
 
 # --- randomized SVD (TruncatedSVD) -------------------------------------------------------
 def _chunk(ops, block, mean):
-    """The chunk on its backend, centred by ``mean`` when given (PCA)."""
-    X = ops.asarray(block)
-    return X if mean is None else X - ops.asarray(mean, dtype=X.dtype)
+    """The chunk on its backend in float64, centred by ``mean`` when given (PCA).
+
+    float64 whatever X's dtype: the power iterations orthonormalise through YᵀY, whose
+    rounding (ε·λ₁) hides the directions below √ε·σ₁; in float32 that is 3e-4 σ₁, and a
+    float32 X far from the origin (σ₁ its offset) lost every direction of its spread."""
+    X = ops.asarray(block, dtype=np.float64)
+    return X if mean is None else X - ops.asarray(mean, dtype=np.float64)
 
 
 def _range_r_block(ops, block, Q, mean=None):
     """R of the chunk's X_i Q (the product is not kept)."""
     X = _chunk(ops, block, mean)
-    return ops.to_host(ops.qr_r(ops.matmul(X, ops.asarray(Q, dtype=X.dtype))))
+    return ops.to_host(ops.qr_r(ops.matmul(X, ops.asarray(Q, dtype=np.float64))))
 
 
 def _power_block(ops, block, Q, mean=None):
     """X_iᵀ Y_i and Y_iᵀ Y_i for Y_i = X_i Q: one power iteration's pass gives both the
     next range (XᵀY) and the Gram matrix of Y that orthonormalises it (float64)."""
     X = _chunk(ops, block, mean)
-    Y = ops.matmul(X, ops.asarray(Q, dtype=X.dtype))
-    return (ops.to_host(ops.matmul(X.T, Y)).astype(np.float64),
-            ops.to_host(ops.matmul(Y.T, Y)).astype(np.float64))
+    Y = ops.matmul(X, ops.asarray(Q, dtype=np.float64))
+    return ops.to_host(ops.matmul(X.T, Y)), ops.to_host(ops.matmul(Y.T, Y))
 
 
 def _moments_block(ops, block, V, mean, mean_t):
@@ -590,10 +593,10 @@ def _n_iter(n_iter, k, n, p):
 
 
 def gram_pays(shape, k, *, n_oversamples, n_iter, passes_after=2):
-    """Whether a randomized fit of a row-chunked X of ``shape`` runs on X's Gram matrix
-    (one pass over X) rather than over X once per power iteration: where the Gram's
-    n·p² multiply-adds are no more than the n·p·(k + n_oversamples) of each of the
-    passes it replaces (the power iterations, the final range's two and
+    """Whether a randomized fit of a row-chunked X of ``shape`` runs on a factor of X's
+    Gram matrix (one pass over X) rather than over X once per power iteration: where the
+    Gram's n·p² multiply-adds are no more than the n·p·(k + n_oversamples) of each of
+    the passes it replaces (the power iterations, the final range's two and
     ``passes_after`` more for the variances), and the p × p matrix is small
     (:data:`GRAM_MAX_FEATURES`). The passes' own cost, a scheduler round trip and a read
     of every chunk each, is saved on top."""
@@ -604,13 +607,14 @@ def gram_pays(shape, k, *, n_oversamples, n_iter, passes_after=2):
 
 def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
     """PCA by the randomized SVD of the implicitly centred X (each chunk centred where it
-    lives): (n, mean, S, Vt, total variance). Where :func:`gram_pays`, from the centred
-    Gram matrix of one pass (mean and total variance from the same pass)."""
+    lives): (n, mean, S, Vt, total variance). Where :func:`gram_pays`, from the factor of
+    the centred Gram matrix of one pass (mean and total variance from the same pass)."""
     check_row_chunked(X)
     if gram_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
         whole = _combined_stats(X, None, None, True, "gram")
         S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
-                               random_state=random_state, gram=whole.factor)
+                               random_state=random_state,
+                               factor=_gram_factor(whole.factor))
         return whole.n, whole.mean, S, Vt, float(np.trace(whole.factor)) / (whole.n - 1)
     run = runner.for_fit(X)
     n, mean = _means(run)
@@ -623,16 +627,17 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
 def truncated_svd(X, k, *, n_oversamples, n_iter, random_state):
     """TruncatedSVD's randomized fit: (S, Vt, Σ_j var(X[:, j]), var(X Vᵀ) per
     component), the variances with ddof 0. Where :func:`gram_pays`, everything comes from
-    one pass: the centred Gram XcᵀXc and the mean give XᵀX = XcᵀXc + n·μμᵀ for the SVD,
-    trace(XcᵀXc)/n and diag(V XcᵀXc Vᵀ)/n for the variances. Else the randomized SVD's
-    passes over X and two more for the variances."""
+    one pass: the centred Gram XcᵀXc and the mean give the factor of XᵀX = XcᵀXc + n·μμᵀ
+    for the SVD (:func:`_gram_factor`), trace(XcᵀXc)/n and diag(V XcᵀXc Vᵀ)/n for the
+    variances. Else the randomized SVD's passes over X and two more for the
+    variances."""
     check_row_chunked(X)
     if gram_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
         whole = _combined_stats(X, None, None, True, "gram")
         C, n = whole.factor, whole.n
         S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
                                random_state=random_state,
-                               gram=C + n * np.outer(whole.mean, whole.mean))
+                               factor=_gram_factor(C, n, whole.mean))
         explained = np.einsum("ij,jk,ik->i", Vt, C, Vt) / n
         return S, Vt, float(np.trace(C)) / n, explained
     S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
@@ -642,19 +647,20 @@ def truncated_svd(X, k, *, n_oversamples, n_iter, random_state):
 
 
 def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=None,
-                   gram=None):
+                   factor=None):
     """Halko et al. over row chunks, with scikit-learn's random draws. Each power
     iteration is one pass: XᵀY and YᵀY for Y = X Q; the range's orthonormal basis Y M
     (M from YᵀY's eigendecomposition, directions below its rounding dropped) gives the
     next Q = qr(XᵀY M) without another pass, since only the span matters there. The
     final range is made accurately, in two passes: the R of X Q (TSQR), then Xᵀ Y and
     YᵀY for Y = X Q M (M from R's SVD), the latter making the projection exact. X is
-    float32 or float64 (see :mod:`.input`). Returns (S, Vt) of the top ``k``.
+    float32 or float64 (see :mod:`.input`); the chunks' products are float64 either way
+    (:func:`_chunk`). Returns (S, Vt) of the top ``k``.
 
-    ``gram``: X's (centred, for PCA) Gram matrix G, float64, where the caller made it
-    (:func:`gram_pays`): every product above is then one with G, on the client, and X
-    is not read (XᵀY = G Q, YᵀY = Qᵀ G Q; the final range's R from the eigenvalues of
-    Qᵀ G Q, kept above their rounding ε·λ₁ as in the power iterations).
+    ``factor``: a small matrix F with FᵀF = XᵀX (X centred for PCA) where the caller
+    made one from a single pass (:func:`gram_pays`): the same steps then run on F in
+    memory, and X is not read again (X Q and F Q have the same Gram matrix, so XᵀY,
+    YᵀY and the R of X Q are F's).
     """
     from sklearn.utils import check_random_state
 
@@ -667,40 +673,51 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
     cpu = get_backend("cpu")
     random_state = check_random_state(random_state)
     n_iter = _n_iter(n_iter, k, n, p)
-    Q = random_state.normal(size=(p, k + n_oversamples)).astype(X.dtype, copy=False)
-    if gram is not None:
-        return _randomized_svd_of_gram(gram, Q.astype(np.float64), k, n_iter, cpu)
-    run = runner.for_fit(X) if run is None else run
-    eps = np.finfo(X.dtype).eps
+    # the in-memory fit's start (drawn, then in X's dtype), worked on in float64
+    Q = random_state.normal(size=(p, k + n_oversamples)).astype(X.dtype).astype(np.float64)
+    if factor is not None:
+        def power(Q):
+            Y = factor @ Q
+            return factor.T @ Y, Y.T @ Y
 
-    def range_basis(Q):
-        """M with X Q M an orthonormal basis of X Q's numerical range: from the SVD
-        R = U S Wᵀ of X Q's R factor (TSQR), M = W S⁻¹ over the singular values above
-        rounding (a rank-deficient X Q, say with a constant column, keeps its rank)."""
-        R = cpu.qr_r(np.vstack(run(_range_r_block, args=(Q, mean),
-                                   operations=("matmul", "qr_r"))).astype(np.float64))
-        if not np.all(np.isfinite(R)):
-            raise InvalidChunks()
-        _, s, Wt = np.linalg.svd(R)
-        keep = max(1, int(np.count_nonzero(s > s[0] * len(s) * eps)))
-        return Wt[:keep].T / np.maximum(s[:keep], np.finfo(np.float64).tiny)
+        def range_r(Q):
+            return cpu.qr_r(factor @ Q)
+    else:
+        run = runner.for_fit(X) if run is None else run
 
-    def back(Q, M):
-        """XᵀY and YᵀY for Y = X (Q M): a power iteration's pass on the basis Q M."""
-        QM = (Q.astype(np.float64) @ M).astype(Q.dtype, copy=False)
-        return runner.sum_pairs(run(_power_block, args=(QM, mean), reduce=runner.sum_pairs))
+        def power(Q):
+            return runner.sum_pairs(run(_power_block, args=(Q, mean),
+                                        reduce=runner.sum_pairs))
 
+        def range_r(Q):
+            return cpu.qr_r(np.vstack(run(_range_r_block, args=(Q, mean),
+                                          operations=("matmul", "qr_r"))))
+    return _sketch(power, range_r, Q, k, n_iter, cpu)
+
+
+def _sketch(power, range_r, Q, k, n_iter, cpu):
+    """:func:`randomized_svd`'s steps, given ``power(Q) = (XᵀY, YᵀY)`` for Y = X Q and
+    ``range_r(Q)``, the R factor of X Q (float64)."""
+    eps = np.finfo(np.float64).eps
+    tiny = np.finfo(np.float64).tiny
     for _ in range(n_iter):
-        Z, G = runner.sum_pairs(run(_power_block, args=(Q, mean), reduce=runner.sum_pairs))
+        Z, G = power(Q)
         if not np.all(np.isfinite(G)):
             raise InvalidChunks()
         lam, W = np.linalg.eigh(G)
         lam, W = lam[::-1], W[:, ::-1]
         # YᵀY is exact to ~ε·λ₁ (rounding of the Gram sums), no further
         keep = max(1, int(np.count_nonzero(lam > lam[0] * len(lam) * eps)))
-        M = W[:, :keep] / np.sqrt(np.maximum(lam[:keep], np.finfo(np.float64).tiny))
-        Q = np.linalg.qr(Z @ M)[0].astype(Q.dtype, copy=False)
-    Z, G = back(Q, range_basis(Q))
+        Q = np.linalg.qr(Z @ (W[:, :keep] / np.sqrt(np.maximum(lam[:keep], tiny))))[0]
+    # the range's basis: from the SVD R = U S Wᵀ of X Q's R factor, M = W S⁻¹ over the
+    # singular values above rounding (a rank-deficient X Q, say with a constant column,
+    # keeps its rank)
+    R = range_r(Q)
+    if not np.all(np.isfinite(R)):
+        raise InvalidChunks()
+    _, s, Wt = np.linalg.svd(R)
+    keep = max(1, int(np.count_nonzero(s > s[0] * len(s) * eps)))
+    Z, G = power(Q @ (Wt[:keep].T / np.maximum(s[:keep], tiny)))
     # Y = X Q M is orthonormal up to ~eps·cond(R): B = (Y L⁻ᵀ)ᵀ X with G = YᵀY = L Lᵀ
     # is exactly the projection on its range (one CholeskyQR step, no pass of its own)
     L = np.linalg.cholesky(G)
@@ -717,26 +734,17 @@ def _top(B, k, cpu):
     return s[:k], Vt[:k]
 
 
-def _randomized_svd_of_gram(G, Q, k, n_iter, cpu):
-    """:func:`randomized_svd`'s steps with every product over X replaced by one with its
-    Gram matrix G (float64); Q: the random start."""
-    eps = np.finfo(np.float64).eps
-    if not np.all(np.isfinite(G)):
+def _gram_factor(C, n=None, mean=None):
+    """F with FᵀF = C + n·μμᵀ (or C): ``[√n μᵀ; S Vᵀ]`` for the centred Gram matrix
+    C = V S² Vᵀ (its eigenvalues below zero, rounding, taken as zero). The mean's row
+    is exact and C holds only the spread, so F is as accurate as X's own products: the
+    squared condition of C + n·μμᵀ itself, at an offset, would lose σ₁²/σ_k² ε (1e-5 of
+    σ₄ at an offset of 1e6)."""
+    if not np.all(np.isfinite(C)):
         raise InvalidChunks()
-
-    def basis(Q):
-        """M with (X Q M)ᵀ(X Q M) = I on X Q's numerical range, from Qᵀ G Q = W Λ Wᵀ."""
-        lam, W = np.linalg.eigh(Q.T @ (G @ Q))
-        lam, W = lam[::-1], W[:, ::-1]
-        keep = max(1, int(np.count_nonzero(lam > lam[0] * len(lam) * eps)))
-        return W[:, :keep] / np.sqrt(np.maximum(lam[:keep], np.finfo(np.float64).tiny))
-
-    for _ in range(n_iter):
-        Q = np.linalg.qr(G @ (Q @ basis(Q)))[0]
-    W = Q @ basis(Q)
-    Z = G @ W  # Xᵀ Y for Y = X W, orthonormal up to ε·cond: one CholeskyQR step more
-    L = np.linalg.cholesky(W.T @ Z)  # (as over X), B = (Y L⁻ᵀ)ᵀ X = L⁻¹ Wᵀ G
-    return _top(sla.solve_triangular(L, Z.T, lower=True), k, cpu)
+    lam, V = np.linalg.eigh(C)
+    F = np.sqrt(np.maximum(lam, 0.0))[:, None] * V.T
+    return F if mean is None else np.vstack([np.sqrt(n) * mean[None, :], F])
 
 
 def column_and_projection_variances(X, V):
