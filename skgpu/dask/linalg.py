@@ -42,7 +42,9 @@ class Stats(NamedTuple):
     zero); ``factor``, the centred weighted Gram XcᵀWXc or an R with RᵀR equal to it;
     ``cross``, XcᵀWyc (None without y). ``mean`` None: a weight was negative or NaN;
     ``factor`` None: the data is not finite. ``ops``: the backend the arrays are on (None
-    in results sent back to the client).
+    in results sent back to the client). The whole data's, on the client
+    (:func:`_combined_stats`): NumPy float64, no anchors (the means are whole), the means
+    zero without an intercept.
     """
 
     ops: Any
@@ -54,20 +56,6 @@ class Stats(NamedTuple):
     cross: Any
     anchor: Any = None
     y_anchor: Any = None
-
-
-class Whole(NamedTuple):
-    """The whole data's statistics on the client, NumPy float64: ``n`` rows of total
-    weight ``weight``, the column means ``mean`` and ``y_mean`` (zero without an
-    intercept), ``factor`` (XcᵀWXc, or an R with RᵀR equal to it) and ``cross``
-    (XcᵀWyc, None without y)."""
-
-    n: int
-    weight: float
-    mean: Any
-    y_mean: Any
-    factor: Any
-    cross: Any
 
 
 class Factor(NamedTuple):
@@ -329,7 +317,8 @@ def _finish_stats(parts, kind, fit_intercept):
     if whole.factor is None or m_all is None or not np.all(np.isfinite(m_all)) or (
             e_all is not None and not np.all(np.isfinite(e_all))):
         raise InvalidChunks()
-    return Whole(whole.n, float(whole.weight), mean, y_mean, whole.factor, whole.cross)
+    return Stats(None, whole.n, float(whole.weight), mean, y_mean, whole.factor,
+                 whole.cross)
 
 
 def _anchored(mean, anchor):
@@ -375,7 +364,7 @@ def _small_eigh(G, device):
 
 
 def _loo_args(whole, R, alphas, fit_intercept, device, svd=None) -> LooArgs:
-    """The LOO pass's shared arguments for the data's :class:`Whole` statistics and a
+    """The LOO pass's shared arguments for the data's :class:`Stats` statistics and a
     factor R (RᵀR = XcᵀWXc; ``whole.factor`` is not read): the SVD ``R = Ũ S Vᵀ``
     (``svd``, when the caller has it), MᵀY = Vᵀ XcᵀWyc and the inverse filters
     1/(s² + α)."""
@@ -389,7 +378,7 @@ def _loo_args(whole, R, alphas, fit_intercept, device, svd=None) -> LooArgs:
 
 def _loo_args_from_gram(stats, alphas, fit_intercept, device) -> LooArgs:
     """:func:`_loo_args` for the factor R = S Vᵀ of XcᵀWXc = V S² Vᵀ (``stats``, the
-    :class:`Whole` of the Gram pass), from the Gram's
+    :class:`Stats` of the Gram pass), from the Gram's
     eigendecomposition (so Ũ = I); a LinAlgError if the Gram's Cholesky factorisation
     fails (it is not positive definite to working precision: the TSQR route).
 
@@ -506,7 +495,7 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
                 raise np.linalg.LinAlgError("singular R")
             info = args.info
             R = np.linalg.cholesky(QtQ).T @ info.R
-            whole = Whole(info.n, args.w_sum, args.mean, args.y_mean, None, info.C)
+            whole = Stats(None, info.n, args.w_sum, args.mean, args.y_mean, None, info.C)
             args = _loo_args(whole, R, alphas, fit_intercept, device)
             result, error, _ = loo_pass(args)
             if error > 1.0:
