@@ -193,8 +193,9 @@ def alphas(rng, device):
 
 # --------------------------------------------------------------------------------------
 def offsets(rng, device):
-    """PCA by every solver (and TruncatedSVD's variances) on data far from the origin,
-    against the exact covariance of the same floats."""
+    """PCA by every solver, and TruncatedSVD's variances by both algorithms in float32
+    and float64, on data far from the origin, against the exact covariance of the same
+    floats."""
     for offset, solver in itertools.product((1e3, 1e6, 1e9, 1e12),
                                             ("auto", "full", "covariance_eigh", "randomized",
                                              "arpack")):
@@ -216,6 +217,35 @@ def offsets(rng, device):
         if not (err <= bar and merr <= 1e-15):
             report("offset", f"{solver} {offset:g}",
                    f"variance error {err:.1e}, mean error {merr:.1e}")
+    # TruncatedSVD: the variances of its own components' projections (ddof 0) and the
+    # total, against the exact covariance of the same floats (float32 data: of its
+    # float32 values; not at 1e9, where float32's spacing, 64, exceeds the spread and
+    # the columns are constant)
+    cases = [(o, a, d) for o, a, d in itertools.product(
+        (1e3, 1e6, 1e9), ("randomized", "arpack"), (np.float64, np.float32))
+        if not (d == np.float32 and o > 1e6)]
+    for offset, algorithm, dtype in cases:
+        X = rng.standard_normal((60, 4)) @ rng.standard_normal((4, 4))
+        X = (X + offset * rng.uniform(0.5, 2.0, 4)).astype(dtype)
+        C, _ = tests_module("skgpu_testing").exact_covariance(X.astype(np.float64))
+        C *= (X.shape[0] - 1) / X.shape[0]
+        check("offset")
+        case = f"TruncatedSVD {algorithm} {np.dtype(dtype).name} {offset:g}"
+        try:
+            with skgpu.config_context(device=device):
+                svd = TruncatedSVD(3, algorithm=algorithm, random_state=0).fit(X)
+        except Exception as exc:  # noqa: BLE001
+            report("offset", case, f"raised {type(exc).__name__}")
+            continue
+        V = svd.components_.astype(np.float64)
+        exact = np.einsum("ij,jk,ik->i", V, C, V)
+        total = np.trace(C)
+        # rounding of the result in its dtype, and of the components themselves
+        bar = 1e-4 if dtype == np.float32 else 1e-9
+        err = np.max(np.abs(svd.explained_variance_ - exact)) / total
+        rerr = np.max(np.abs(svd.explained_variance_ratio_ - exact / total))
+        if not (err <= bar and rerr <= bar):
+            report("offset", case, f"variance error {err:.1e}, ratio error {rerr:.1e}")
 
 
 # --------------------------------------------------------------------------------------
