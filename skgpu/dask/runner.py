@@ -28,10 +28,17 @@ def compute(tasks):
 
 def vector_blocks(v, X):
     """A per-row vector (dask, NumPy or None) split like X's row chunks."""
+    a = aligned_vector(v, X)
+    return [None] * len(X.chunks[0]) if a is None else list(a.to_delayed().ravel())
+
+
+def aligned_vector(v, X):
+    """A per-row vector (dask, NumPy, a scalar weight or None) as a dask array on X's
+    row chunks, all its columns in each chunk (None stays None)."""
     import dask.array as da
 
     if v is None:
-        return [None] * len(X.chunks[0])
+        return None
     if np.ndim(v) == 0:  # a scalar sample weight, as scikit-learn allows
         v = da.full(X.shape[0], float(v), chunks=(X.chunks[0],))
     whole = tuple((s,) for s in np.shape(v)[1:])  # every column in each chunk
@@ -39,7 +46,7 @@ def vector_blocks(v, X):
         v = da.from_array(np.asarray(v), chunks=(X.chunks[0],) + whole)
     elif v.chunks != (X.chunks[0],) + whole:
         v = v.rechunk((X.chunks[0],) + whole)
-    return list(v.to_delayed().ravel())
+    return v
 
 
 def backend_for(block, device, operations):
@@ -168,12 +175,7 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
     if plan is None:
         plan = locality_plan(X, vectors)
     if not plan:
-        chunks = blocks(X)
-        vblocks = [vector_blocks(v, X) for v in vectors]
-        common = shared(args)  # one graph key for what every chunk reads
-        out = compute([delayed(group_task)(func, reduce, [b], [[vb[i]] for vb in vblocks],
-                                           common, device, operations)
-                       for i, b in enumerate(chunks)])
+        out = compute(chunk_tasks(func, reduce, X, vectors, args, device, operations))
         return list(out) if reduce is not None else [r for res in out for r in res]
     out = gather(plan.client, submit(plan, func, args, reduce, operations, device))
     if reduce is not None:
@@ -184,6 +186,33 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
     for i, r in zip(order, [r for res in out for r in res]):
         results[i] = r
     return results
+
+
+def chunk_tasks(func, reduce, X, vectors, args, device, operations):
+    """One delayed task per row chunk of X (not persisted): :func:`group_task` on that
+    chunk and its vectors' blocks, as a blockwise layer over X, so that dask fuses it
+    with the blockwise operations that make the chunk (a chunk computed from a recipe
+    is made by the task that reads it: one task per chunk and pass, and no made chunk
+    kept under a key of its own)."""
+    import dask.array as da
+
+    pairs = [X, "ij"]
+    for v in vectors:
+        a = aligned_vector(v, X)
+        pairs += [None, None] if a is None else [a, "i" if a.ndim == 1 else "ik"]
+    out = da.blockwise(_chunk_task, "ij", *pairs, shared(args), None, func, None,
+                       reduce, None, device, None, operations, None, concatenate=False,
+                       dtype=object, meta=np.empty((0, 0), dtype=object))
+    return list(out.to_delayed().ravel())
+
+
+def _chunk_task(block, *rest):
+    """:func:`chunk_tasks`' task: ``rest`` is the vectors' blocks, then the arguments
+    of :func:`group_task` (a 2-D vector's block comes as a list of its one column
+    block)."""
+    *vecs, args, func, reduce, device, operations = rest
+    vecs = [v[0] if isinstance(v, list) else v for v in vecs]
+    return group_task(func, reduce, [block], [[v] for v in vecs], args, device, operations)
 
 
 def per_group(plan, task, *args):
