@@ -50,6 +50,7 @@ _THREADS = "cpu_threads_cpu_2core.json"
 _GP300 = "GaussianProcessRegressor n = 300"
 _RIDGE_THREADS = {"case": "RidgeCV 2,000", "mode": "8 threads at once (32 fits)"}
 _REFINED = "ridgecv_speed_refined_h200.json"
+_STREAMED1 = "streamed, never persisted, one worker (1 thread"
 _PEERS_TSVD = "dask_peers_tsvd_2m_h200_cpu.json"
 RECORDS = {
     "threads-gp-pool": (_THREADS, {"case": _GP300, "mode": "one at a time",
@@ -93,7 +94,7 @@ RECORDS = {
                    "x"),
     "shared-ridgecv": ("dask_shared_gpu_h200.json", "two-worker time over one-worker",
                        "ridgecv", "x"),
-    "streamed-ridgecv": ("dask_streamed_h200.json", "streamed, never persisted",
+    "streamed-ridgecv": ("dask_streamed_h200.json", _STREAMED1,
                          "ridgecv_s.median_s", "s"),
     "refined-before": (_REFINED, "call 2", "before_1 target cond 1e10.median_s", "s"),
     "refined-after": (_REFINED, "call 2", "refined_1 target cond 1e10.median_s", "s"),
@@ -128,10 +129,17 @@ RECORDS = {
     "variance50k-full": ("sparse_gp_variance_cpu_2core.json",
                          "predict std, 10,000 points, n = 50,000, cpu (cholmod)",
                          "reference_scaled_to_points_s", "s"),
-    "streamed-pca": ("dask_streamed_h200.json", "streamed, never persisted",
+    "streamed-pca": ("dask_streamed_h200.json", _STREAMED1,
                      "pca_s.median_s", "s"),
-    "streamed-pool": ("dask_streamed_h200.json", "streamed, never persisted",
+    "streamed-pool": ("dask_streamed_h200.json", _STREAMED1,
                       "memory_after_fits.*.pool_total_bytes", "GB"),
+    "streamed-pca-fraction": ("dask_streamed_h200.json", _STREAMED1,
+                              "pca_fraction_of_persisted_gb_per_s", "x"),
+    "streamed-ridgecv-fraction": ("dask_streamed_h200.json", _STREAMED1,
+                                  "ridgecv_fraction_of_persisted_gb_per_s", "x"),
+    "streamed-ridgecv-2t": ("dask_streamed_h200.json", "streamed, never persisted, one "
+                            "worker (2 thread", "ridgecv_s.median_s", "s"),
+    "streamed-make": ("dask_streamed_h200.json", _STREAMED1, "make_only_s.median_s", "s"),
     "search-cupy": ("device_search_h200.json", "skgpu, CuPy data", "median_s", "s"),
     "search-cupy-speedup": ("device_search_h200.json", "skgpu, CuPy data",
                             "speedup_vs_sklearn", "x"),
