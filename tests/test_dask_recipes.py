@@ -44,13 +44,13 @@ def _y_chunk(X):
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_chunks_made_once_per_pass(monkeypatch, name, dtype, seed):
     made, read = [], []
-    group_task = runner.group_task
+    backend_for = runner.backend_for
 
-    def counting(func, reduce, blocks, *args):
-        read.extend(range(len(blocks)))
-        return group_task(func, reduce, blocks, *args)
+    def counting(block, *args):  # asked once for each chunk a task reads
+        read.append(block.shape)
+        return backend_for(block, *args)
 
-    monkeypatch.setattr(runner, "group_task", counting)
+    monkeypatch.setattr(runner, "backend_for", counting)
     X = da.map_blocks(functools.partial(_x_chunk, made, seed, dtype),
                       chunks=((ROWS,) * CHUNKS, (P,)), dtype=dtype)
     y = X.map_blocks(_y_chunk, drop_axis=1, dtype=dtype)
@@ -69,3 +69,72 @@ def test_chunks_made_once_per_pass(monkeypatch, name, dtype, seed):
         if attr == "components_":  # signs are the solver's choice
             got = got * np.sign(np.sum(got * want, axis=1))[:, None]
         assert_allclose_rel(got, want, rtol=tol)
+
+
+def _y_source(made, values, block_id=None, block_info=None):
+    made.append(block_id[0])
+    lo, hi = block_info[None]["array-location"][0]
+    return values[lo:hi]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", ["ridge", "ridgecv"])
+def test_pieces_shared_by_chunks_are_made_once(caplog, name, seed):
+    """y chunked unlike X: a y chunk that two X chunks need is made once per pass, by a
+    task of its own, and each pass over X's recipe is a few tasks, not one per chunk."""
+    rng = np.random.default_rng(seed)
+    n = 6 * ROWS
+    Xm = rng.standard_normal((n, P)) * np.geomspace(3, 0.5, P)
+    ym = Xm @ np.arange(1.0, P + 1) + rng.standard_normal(n)
+    made_x, made_y = [], []
+
+    def x_chunk(block_id=None):
+        made_x.append(block_id[0])
+        return Xm[block_id[0] * ROWS:(block_id[0] + 1) * ROWS]
+
+    X = da.map_blocks(x_chunk, chunks=((ROWS,) * CHUNKS, (P,)), dtype=np.float64)
+    y_chunks = (55,) * (n // 55) + ((n % 55,) if n % 55 else ())
+    y = da.map_blocks(functools.partial(_y_source, made_y, ym), chunks=(y_chunks,),
+                      dtype=np.float64)
+    make, attributes = ESTIMATORS[name]
+    with caplog.at_level("DEBUG", logger="skgpu"), dask.config.set(
+            scheduler="synchronous", num_workers=1):
+        est = make().fit(X, y)
+    passes = [r.getMessage() for r in caplog.records
+              if "made from their recipe" in r.getMessage()]
+    assert passes and all(m.endswith("read by 2 tasks") for m in passes)
+    assert sorted(made_x) == sorted(list(range(CHUNKS)) * len(passes))
+    assert sorted(made_y) == sorted(list(range(len(y_chunks))) * len(passes))
+    ref = make().fit(Xm, ym)
+    for attr in attributes:
+        assert_allclose_rel(getattr(est, attr), getattr(ref, attr), rtol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["pca", "ridgecv"])
+def test_recipes_on_a_cluster(client, caplog, name):
+    """On a distributed cluster: a recipe is read by a few tasks per thread; a recipe
+    that starts from persisted chunks (futures) is read chunk by chunk; both give the
+    in-memory fit."""
+    rng = np.random.default_rng(7)
+    Xm = rng.standard_normal((CHUNKS * ROWS, P)) * np.geomspace(3, 0.5, P) + 2.0
+    ym = Xm @ np.arange(1.0, P + 1) + rng.standard_normal(CHUNKS * ROWS)
+    make, attributes = ESTIMATORS[name]
+    ref = make().fit(Xm, ym)
+    base = da.from_array(Xm, chunks=(ROWS, P))
+    for X, expected in ((base * 1.0, "read by 4 tasks"),  # 2 workers x 1 thread x 2
+                        (client.persist(base) * 1.0, None)):
+        y = da.from_array(ym, chunks=ROWS)
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="skgpu"):
+            est = make().fit(X, y) if name == "ridgecv" else make().fit(X)
+        passes = [r.getMessage() for r in caplog.records
+                  if "made from their recipe" in r.getMessage()]
+        if expected is None:
+            assert not passes
+        else:
+            assert passes and all(m.endswith(expected) for m in passes)
+        for attr in attributes:
+            got, want = getattr(est, attr), getattr(ref, attr)
+            if attr == "components_":
+                got = got * np.sign(np.sum(got * want, axis=1))[:, None]
+            assert_allclose_rel(got, want, rtol=1e-8)

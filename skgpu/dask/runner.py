@@ -8,12 +8,15 @@ in-memory fit does (CuPy chunks run on the GPU). No scheduler or communication o
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..backends import is_dask_array
+
+logger = logging.getLogger("skgpu")
 
 
 def blocks(X):
@@ -80,14 +83,23 @@ def group_task(func, reduce, blocks, vectors, args, device, operations):
     shared by every chunk) are moved to that backend once per group, not once per chunk.
     ``reduce`` (if given) folds the results where they are (on the worker's device), and
     only the folded result travels, as NumPy."""
+    return _over_chunks(func, reduce, ((b, [v[i] for v in vectors])
+                                       for i, b in enumerate(blocks)), args, device,
+                        operations)
+
+
+def _over_chunks(func, reduce, chunks, args, device, operations):
+    """:func:`group_task` over ``chunks``, an iterable of (block, vector blocks) pairs
+    (each made only when it is reached, where the chunks come from their recipe)."""
     moved = {}
     results = []
-    for i, block in enumerate(blocks):
+    for block, vecs in chunks:
         ops = backend_for(block, device, operations)
         if ops.name not in moved:
             moved[ops.name] = tuple(ops.asarray(a) if isinstance(a, np.ndarray) else a
                                     for a in args)
-        results.append(func(ops, block, *(v[i] for v in vectors), *moved[ops.name]))
+        results.append(func(ops, block, *vecs, *moved[ops.name]))
+        del block, vecs  # (a made chunk is let go before the next is made)
     return host(reduce(results) if reduce is not None else results)
 
 
@@ -175,7 +187,10 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
     if plan is None:
         plan = locality_plan(X, vectors)
     if not plan:
-        out = compute(chunk_tasks(func, reduce, X, vectors, args, device, operations))
+        tasks = recipe_tasks(func, reduce, X, vectors, args, device, operations)
+        if tasks is None:
+            tasks = chunk_tasks(func, reduce, X, vectors, args, device, operations)
+        out = compute(tasks)
         return list(out) if reduce is not None else [r for res in out for r in res]
     out = gather(plan.client, submit(plan, func, args, reduce, operations, device))
     if reduce is not None:
@@ -213,6 +228,142 @@ def _chunk_task(block, *rest):
     *vecs, args, func, reduce, device, operations = rest
     vecs = [v[0] if isinstance(v, list) else v for v in vecs]
     return group_task(func, reduce, [block], [[v] for v in vecs], args, device, operations)
+
+
+#: Tasks per thread of the cluster for a pass over chunks made from their recipe: a few,
+#: so that each task reads a long run of chunks and the threads still share the work.
+GROUPS_PER_THREAD = 2
+
+
+class Recipe:
+    """How to make a run of consecutive chunks inside the task that reads them: per
+    chunk, the graph nodes only that chunk needs and the keys of its X block and vector
+    blocks (None for an absent vector). Nodes needed by several chunks (a source array,
+    a rechunk's shared piece), and nodes that are not computations (data, futures),
+    are not in it: the task gets their values as dependencies, computed once by dask."""
+
+    def __init__(self, graphs, keys):
+        self.graphs, self.keys = graphs, keys
+
+    def chunks(self, external):
+        """(block, vector blocks) of each chunk in turn, made when reached."""
+        from dask._task_spec import execute_graph
+
+        for graph, (x_key, v_keys) in zip(self.graphs, self.keys):
+            wanted = {x_key, *(k for k in v_keys if k is not None)}
+            made = execute_graph(graph, cache=dict(external), keys=wanted) if graph else (
+                external)
+            yield made[x_key], [None if k is None else made[k] for k in v_keys]
+            del made
+
+
+def recipe_tasks(func, reduce, X, vectors, args, device, operations):
+    """Tasks of a pass over chunks that are not persisted, each making and reading a run
+    of consecutive chunks (:class:`Recipe`), one chunk at a time, and folding them on
+    its device before one result travels, as a persisted worker's task does: no
+    scheduler round trip between chunks, and the device never waits for one. A few
+    tasks per thread of the cluster (:data:`GROUPS_PER_THREAD`). None where the
+    recipe cannot be split so (futures in it, dask without its task specification):
+    then :func:`chunk_tasks`."""
+    try:
+        from dask._task_spec import Alias, Task, convert_legacy_graph  # noqa: F401
+        from dask.base import collections_to_expr
+        from dask.delayed import Delayed
+    except ImportError:
+        return None
+    arrays = [X] + [aligned_vector(v, X) for v in vectors]
+    present = [a for a in arrays if a is not None]
+    if _has_futures(present):
+        return None
+    graph = convert_legacy_graph(
+        dict(collections_to_expr(present, optimize_graph=False).__dask_graph__()))
+    n = len(X.chunks[0])
+    keys = [(_row_key(X, i), [None if a is None else _row_key(a, i) for a in arrays[1:]])
+            for i in range(n)]
+    closures = []
+    for x_key, v_keys in keys:
+        closure = _closure(graph, [x_key, *(k for k in v_keys if k is not None)])
+        if closure is None:
+            return None
+        closures.append(closure)
+    uses = {}
+    for closure in closures:
+        for k in closure:
+            uses[k] = uses.get(k, 0) + 1
+    inline = {k for k, c in uses.items() if c == 1 and isinstance(graph[k], (Task, Alias))}
+    n_groups = _n_groups(n)
+    bounds = np.linspace(0, n, n_groups + 1).round().astype(int)
+    common = shared(args)
+    task = _delayed_impure(_recipe_task)
+    tasks = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        graphs, external = [], set()
+        for i in range(lo, hi):
+            own = {k: graph[k] for k in closures[i] if k in inline}
+            external |= {d for k in own for d in graph[k].dependencies if d not in inline}
+            external |= {k for k in closures[i] if k not in inline and k in
+                         {keys[i][0], *keys[i][1]}}
+            graphs.append(own)
+        tasks.append(task(Recipe(graphs, keys[lo:hi]),
+                          {k: Delayed(k, graph) for k in external}, func, reduce, common,
+                          device, operations))
+    logger.debug("dask: %d chunks made from their recipe, read by %d tasks", n,
+                 len(tasks))
+    return tasks
+
+
+def _recipe_task(recipe, external, func, reduce, args, device, operations):
+    return _over_chunks(func, reduce, recipe.chunks(external), args, device, operations)
+
+
+def _row_key(a, i):
+    keys = a.__dask_keys__()[i]
+    return keys[0] if isinstance(keys, list) else keys
+
+
+def _closure(graph, keys):
+    """The keys ``keys`` depend on (themselves included), through the graph; None if
+    one is missing from it."""
+    seen, todo = set(), list(keys)
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        if k not in graph:
+            return None
+        seen.add(k)
+        todo.extend(graph[k].dependencies)
+    return seen
+
+
+def _has_futures(arrays):
+    try:
+        from distributed import futures_of
+    except ImportError:
+        return False
+    return any(futures_of(a) for a in arrays)
+
+
+def _n_groups(n_chunks):
+    """How many tasks a pass of ``n_chunks`` recipe chunks takes (see
+    :func:`recipe_tasks`)."""
+    import os
+
+    try:
+        from distributed import get_client
+
+        threads = sum(get_client().nthreads().values())
+    except (ImportError, ValueError):
+        import dask
+
+        threads = dask.config.get("num_workers", None) or os.cpu_count() or 1
+    return max(1, min(n_chunks, GROUPS_PER_THREAD * threads))
+
+
+def _delayed_impure(func):
+    import dask
+
+    return dask.delayed(func, pure=False)
 
 
 def per_group(plan, task, *args):
