@@ -18,6 +18,7 @@ the fitted models against a float64 reference summed chunk-wise on the workers.
 """
 
 import collections
+import functools
 import sys
 
 import numpy as np
@@ -40,14 +41,18 @@ ESTIMATORS = {
 }
 
 
-def _block(block_id, rows, p, seed, gpu):
+def _block(block_id, rows, p, seed, gpu, source="normal"):
     """Row block ``block_id`` of X and its y, made where it runs (a worker's GPU)."""
-    X = _x_of(block_id, rows, p, seed, gpu)
+    X = _x_of(block_id, rows, p, seed, gpu, source)
     return X, _y_of(X, block_id, seed)
 
 
-def _x_of(block_id, rows, p, seed, gpu):
-    """Row block ``block_id`` of X."""
+def _x_of(block_id, rows, p, seed, gpu, source="normal"):
+    """Row block ``block_id`` of X: normal draws (``source='normal'``), or (``'hash'``)
+    uniform values from a hash of each entry's index, written at the memory's speed (a
+    source that costs next to nothing beside a fit), with the same column scales."""
+    if source == "hash":
+        return _hashed(block_id, rows, p, seed, gpu)
     if gpu:
         import cupy as xp
 
@@ -60,6 +65,42 @@ def _x_of(block_id, rows, p, seed, gpu):
     # distinct column scales: well separated principal axes, so components compare
     X *= xp.asarray(np.geomspace(10, 1, p), dtype=xp.float32)
     return X
+
+
+def _hashed(block_id, rows, p, seed, gpu):
+    scale = np.geomspace(10, 1, p).astype(np.float32)
+    offset = np.uint64((seed * 1_000_003 + block_id) * rows * p)
+    if gpu:
+        import cupy as cp
+
+        X = cp.empty((rows, p), dtype=cp.float32)
+        _hash_kernel()(offset, cp.asarray(scale), np.int64(p), X)
+        return X
+    z = np.arange(rows * p, dtype=np.uint64) + offset
+    with np.errstate(over="ignore"):
+        z = z * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    u = (z >> np.uint64(40)).astype(np.float32) * np.float32(1 / 16777216) - np.float32(0.5)
+    return u.reshape(rows, p) * scale
+
+
+@functools.lru_cache(maxsize=None)
+def _hash_kernel():
+    """splitmix64 of the entry's index, the top 24 bits as a uniform in [-0.5, 0.5),
+    times the column's scale (the same values as the NumPy branch of :func:`_hashed`)."""
+    import cupy as cp
+
+    return cp.ElementwiseKernel(
+        "uint64 offset, raw float32 scale, int64 p", "float32 x",
+        """
+        unsigned long long z = ((unsigned long long)i + offset) * 0x9E3779B97F4A7C15ULL;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        x = ((float)(z >> 40) * (1.0f / 16777216.0f) - 0.5f) * scale[i % p];
+        """, "bench_hash_block")
 
 
 def _y_of(X, block_id, seed):
@@ -111,13 +152,13 @@ def _cluster(workers, gpu, shared=False, threads=1):
     return cluster, Client(cluster, direct_to_workers=True)
 
 
-def _data(client, n_chunks, chunk, seed, gpu):
+def _data(client, n_chunks, chunk, seed, gpu, source="normal"):
     """X, y as persisted dask arrays of blocks made on the workers; the futures too."""
     import dask.array as da
     import distributed
 
     workers = sorted(client.scheduler_info()["workers"])
-    fb = [client.submit(_block, i, chunk, P, seed, gpu, pure=False,
+    fb = [client.submit(_block, i, chunk, P, seed, gpu, source, pure=False,
                         workers=[workers[i % len(workers)]]) for i in range(n_chunks)]
     fx = [client.submit(lambda b: b[0], f, pure=False, workers=[workers[i % len(workers)]])
           for i, f in enumerate(fb)]
@@ -209,7 +250,7 @@ def shared_gpu_overhead(results, rows, chunks, gpu, repeats=5):
                     **{k: medians[2][k] / medians[1][k] for k in medians[1]}})
 
 
-def _lazy_data(n_chunks, chunk, gpu, seed=0):
+def _lazy_data(n_chunks, chunk, gpu, seed=0, source="normal"):
     """X and y whose chunks are made by the tasks that read them (never persisted):
     each pass makes them again, on the worker, from the seed; y from X's chunk (X is
     drawn once per chunk and pass, as X and y read from one source would be)."""
@@ -223,7 +264,7 @@ def _lazy_data(n_chunks, chunk, gpu, seed=0):
         meta_x, meta_y = np.empty((0, 0), np.float32), np.empty(0, np.float32)
 
     def x_block(block_id=None):
-        return _x_of(block_id[0], chunk, P, seed, gpu)
+        return _x_of(block_id[0], chunk, P, seed, gpu, source)
 
     def y_block(X, block_id=None):
         return _y_of(X, block_id[0], seed)
@@ -234,37 +275,43 @@ def _lazy_data(n_chunks, chunk, gpu, seed=0):
     return Xd, yd
 
 
-def _make_only(Xd, yd):
-    """A pass that only makes every chunk of X and y (a number per chunk comes back):
-    what the data's source costs, without a fit."""
-    import dask.array as da
+def _making_time(n_chunks, chunk, gpu, seed=0, source="normal"):
+    """Seconds to make every chunk of X and its y in a loop where this runs (one
+    worker's task), nothing else done: what the data's source costs."""
+    import time
 
-    def touch(x, y):
-        return np.full((1, 1), float(x[0, 0] + y[0]))
+    start = time.perf_counter()
+    for i in range(n_chunks):
+        X = _x_of(i, chunk, P, seed, gpu, source)
+        y = _y_of(X, i, seed)
+        del X, y
+    if gpu:
+        import cupy as cp
 
-    return da.blockwise(touch, "ij", Xd, "ij", yd, "i", dtype=float,
-                        adjust_chunks={"i": 1, "j": 1}, meta=np.empty((0, 0))).compute()
+        cp.cuda.Device().synchronize()
+    return time.perf_counter() - start
 
 
-def _reference_lazy(client, n_chunks, chunk, gpu, seed=0):
+def _reference_lazy(client, n_chunks, chunk, gpu, seed=0, source="normal"):
     """float64 sums of every lazily made block (``_reference_block`` on each)."""
-    futures = [client.submit(lambda i: _reference_block(_block(i, chunk, P, seed, gpu)), i,
+    futures = [client.submit(lambda i: _reference_block(_block(i, chunk, P, seed, gpu, source)), i,
                              pure=False) for i in range(n_chunks)]
     return client.gather(futures)
 
 
-def persisted_rate(results, persisted_gb, chunk, gpu, repeats=3):
+def persisted_rate(results, persisted_gb, chunk, gpu, repeats=3, source="normal"):
     """GB/s of PCA and RidgeCV on ``persisted_gb`` of chunks persisted on one worker
     (the rate :func:`streamed` is measured against)."""
     block_gb = chunk * P * 4 / 1e9
     cluster, client = _cluster(1, gpu, shared=True)
     with cluster, client:
         n_persist = max(1, int(persisted_gb / block_gb))
-        Xd, yd, fb, names = _data(client, n_persist, chunk, 0, gpu)
+        Xd, yd, fb, names = _data(client, n_persist, chunk, 0, gpu, source)
         gb = n_persist * block_gb
         times, _ = _fit_times(Xd, yd, ["pca", "ridgecv"], repeats)
         row = {"case": f"persisted on one worker: X {n_persist * chunk}x{P} float32 "
-                       f"({gb:.0f} GB), {n_persist} chunks", "gb": gb,
+                       f"({gb:.0f} GB), {n_persist} chunks, source {source}", "gb": gb,
+               "source": source,
                **{f"{k}_s": v for k, v in times.items()},
                **{f"{k}_gb_per_s": gb / v["median_s"] for k, v in times.items()}}
         if gpu:
@@ -274,41 +321,46 @@ def persisted_rate(results, persisted_gb, chunk, gpu, repeats=3):
     return {k: gb / v["median_s"] for k, v in times.items()}
 
 
-def streamed(results, stream_gb, rate, chunk, gpu, repeats=3, threads=1):
+def streamed(results, stream_gb, rate, chunk, gpu, repeats=3, threads=1, source="normal"):
     """Data that never fits: ``stream_gb`` of float32 chunks made on one worker (with
     ``threads`` threads) by the tasks that read them, against the persisted ``rate`` of
     the same run: GB/s of PCA and RidgeCV, the worker's peak GPU memory (its CuPy
     pool's high-water mark), the models against chunk-wise float64 sums. Beside them,
-    a pass that only makes the chunks (the source's own rate) and the rate that making
-    and fitting one after the other would give with nothing else paid,
+    the time the worker takes to make the chunks in a loop, nothing else done (the
+    source's own rate), and the rate that making and fitting one after the other would
+    give with nothing else paid,
     ``1 / (1/source + passes/persisted)``, RidgeCV making X twice (two passes)."""
     block_gb = chunk * P * 4 / 1e9
     cluster, client = _cluster(1, gpu, shared=True, threads=threads)
     with cluster, client:
         n_stream = int(stream_gb / block_gb)
-        Xd, yd = _lazy_data(n_stream, chunk, gpu)
+        Xd, yd = _lazy_data(n_stream, chunk, gpu, source=source)
         gb = n_stream * block_gb
-        _, make = timeit(lambda: _make_only(Xd, yd), repeats)
+        made = [client.submit(_making_time, n_stream, chunk, gpu, 0, source,
+                              pure=False).result() for _ in range(repeats + 1)][1:]
+        make = {"median_s": float(np.median(made)), "min_s": min(made), "max_s": max(made),
+                "repeats": repeats}
         times, models = _fit_times(Xd, yd, ["pca", "ridgecv"], repeats)
-        source = gb / make["median_s"]
+        source_rate = gb / make["median_s"]
         passes = {"pca": 1, "ridgecv": 2}
-        bound = {k: 1 / (passes[k] / source + 1 / rate[k]) for k in times}
+        bound = {k: 1 / (passes[k] / source_rate + 1 / rate[k]) for k in times}
         row = {"case": f"streamed, never persisted, one worker ({threads} thread(s)): X "
-                       f"{n_stream * chunk}x{P} float32 ({gb:.0f} GB), {n_stream} chunks",
-               "gb": gb, "threads_per_worker": threads,
+                       f"{n_stream * chunk}x{P} float32 ({gb:.0f} GB), {n_stream} chunks, "
+                       f"source {source}",
+               "gb": gb, "threads_per_worker": threads, "source": source,
                **{f"{k}_s": v for k, v in times.items()},
                **{f"{k}_gb_per_s": gb / v["median_s"] for k, v in times.items()},
                **{f"{k}_fraction_of_persisted_gb_per_s": gb / v["median_s"] / rate[k]
                   for k, v in times.items()},
                "target": ">= 0.8 of the persisted GB/s, peak memory a few chunks",
-               "make_only_s": make, "source_gb_per_s": source,
+               "make_only_s": make, "source_gb_per_s": source_rate,
                **{f"{k}_make_then_fit_gb_per_s": b for k, b in bound.items()},
                **{f"{k}_fraction_of_make_then_fit": gb / times[k]["median_s"] / b
                   for k, b in bound.items()}}
         if gpu:
             row["memory_after_fits"] = client.run(_pool_bytes)
             row["block_bytes"] = chunk * P * 4
-        parts = _reference_lazy(client, n_stream, chunk, gpu)
+        parts = _reference_lazy(client, n_stream, chunk, gpu, source=source)
         row.update(_against_float64_parts(parts, models))
         results.append(row)
 
@@ -398,6 +450,9 @@ def main():
     parser.add_argument("--persisted-gb", type=float, default=100.0)
     parser.add_argument("--stream-threads", type=int, nargs="+", default=[1],
                         help="threads per worker for the streamed case (one row each)")
+    parser.add_argument("--stream-source", nargs="+", default=["normal"],
+                        choices=["normal", "hash"],
+                        help="how the streamed (and persisted) chunks are made (see _x_of)")
     parser.add_argument("--workers", type=int, default=2,
                         help="at most this many workers (1: a smoke run on one GPU)")
     args = parser.parse_args()
@@ -415,12 +470,13 @@ def main():
         cases.append(lambda: shared_gpu_overhead(results, rows_per_gpu, chunks, gpu))
     if "stream" not in skip:
         chunk = 1_000_000 if gpu else 50_000
-        cases.append(lambda: rate.update(persisted_rate(
-            results, args.persisted_gb if gpu else 0.2, chunk, gpu)))
-        for threads in args.stream_threads:
-            cases.append(lambda threads=threads: streamed(
-                results, args.stream_gb if gpu else 0.4,
-                {k: rate[k] for k in ("pca", "ridgecv")}, chunk, gpu, threads=threads))
+        for source in args.stream_source:
+            cases.append(lambda source=source: rate.update({source: persisted_rate(
+                results, args.persisted_gb if gpu else 0.2, chunk, gpu, source=source)}))
+            for threads in args.stream_threads:
+                cases.append(lambda threads=threads, source=source: streamed(
+                    results, args.stream_gb if gpu else 0.4, rate[source], chunk, gpu,
+                    threads=threads, source=source))
     if "weak" not in skip:
         cases.append(lambda: weak_scaling(results, rows_per_gpu, chunks, gpu,
                                                   args.workers))
