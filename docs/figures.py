@@ -50,7 +50,8 @@ _THREADS = "cpu_threads_cpu_2core.json"
 _GP300 = "GaussianProcessRegressor n = 300"
 _RIDGE_THREADS = {"case": "RidgeCV 2,000", "mode": "8 threads at once (32 fits)"}
 _REFINED = "ridgecv_speed_refined_h200.json"
-_STREAMED1 = "streamed, never persisted, one worker (1 thread"
+_STREAMED1 = {"case": "streamed, never persisted", "source": "normal"}
+_STREAMED_HASH = {"case": "streamed, never persisted", "source": "hash"}
 _PEERS_TSVD = "dask_peers_tsvd_2m_h200_cpu.json"
 RECORDS = {
     "threads-gp-pool": (_THREADS, {"case": _GP300, "mode": "one at a time",
@@ -137,9 +138,11 @@ RECORDS = {
                               "pca_fraction_of_persisted_gb_per_s", "x"),
     "streamed-ridgecv-fraction": ("dask_streamed_h200.json", _STREAMED1,
                                   "ridgecv_fraction_of_persisted_gb_per_s", "x"),
-    "streamed-ridgecv-2t": ("dask_streamed_h200.json", "streamed, never persisted, one "
-                            "worker (2 thread", "ridgecv_s.median_s", "s"),
     "streamed-make": ("dask_streamed_h200.json", _STREAMED1, "make_only_s.median_s", "s"),
+    "streamed-hash-pca-fraction": ("dask_streamed_h200.json", _STREAMED_HASH,
+                                   "pca_fraction_of_persisted_gb_per_s", "x"),
+    "streamed-hash-ridgecv-fraction": ("dask_streamed_h200.json", _STREAMED_HASH,
+                                       "ridgecv_fraction_of_persisted_gb_per_s", "x"),
     "search-cupy": ("device_search_h200.json", "skgpu, CuPy data", "median_s", "s"),
     "search-cupy-speedup": ("device_search_h200.json", "skgpu, CuPy data",
                             "speedup_vs_sklearn", "x"),

@@ -1,15 +1,17 @@
 """Probe: where the time of a dask fit on one H200 goes, for chunks made by the tasks
 that read them (never persisted) and for two worker processes sharing the GPU.
 
-    python benchmarks/probes/dask_stream_costs.py [--chunks N] [--only stream|shared]
+    python benchmarks/probes/dask_stream_costs.py [--chunks N] [--only stream|in_process|shared]
 
 stream: N chunks of 1,000,000 × 256 float32 on one worker. Per chunk, in this process:
 what making a chunk costs with each random source (CuPy's default_rng, cuRAND's normal
 and uniform generators). Then on the worker: PCA and RidgeCV on the chunks persisted,
-and on lazily made chunks: the benchmark's first layout (X and y each made by a task
-that draws the whole block) and y computed from the X chunk, with each source, beside
-a pass that only makes the chunks; and the runner's per-chunk tasks before and after
-their fusion with the tasks that make the chunks.
+and on lazily made chunks (y computed from the X chunk) with each source, beside a pass
+that only makes the chunks (a dask task per chunk); with cuRAND's normal draws, by each
+of the runner's routes for such chunks (:func:`_routes`).
+
+in_process: the same chunks made, and made and read by PCA's chunk statistics, in a
+loop in this process; PCA on them under dask's synchronous and threaded schedulers.
 
 shared: 32 chunks (32M × 256 float32) fitted by one worker; by two worker processes on
 the same GPU holding 16 chunks each; and by two of which one holds every chunk (what
@@ -112,10 +114,22 @@ def old_chunk_tasks(func, reduce, X, vectors, args, device, operations):
             for i, b in enumerate(chunks)]
 
 
+def _routes():
+    """The runner's routes for chunks that are not persisted, oldest first: per-chunk
+    tasks from X's and y's graphs apart; per-chunk tasks from one graph, fused with the
+    making; runs of chunks made inline (today's)."""
+    from skgpu.dask import runner
+
+    chunk_tasks, recipe_tasks = runner.chunk_tasks, runner.recipe_tasks
+    return {"per chunk, graphs apart": (old_chunk_tasks, lambda *a: None),
+            "per chunk, one graph": (chunk_tasks, lambda *a: None),
+            "runs of chunks": (chunk_tasks, recipe_tasks)}
+
+
 def stream(results, n_chunks):
     from skgpu.dask import runner
 
-    new_tasks = runner.chunk_tasks
+    routes = _routes()
     results.append({"case": "in this process, per 1 GB chunk (X and y)", **in_process_costs()})
     cluster, client = bds._cluster(1, True, shared=True)
     with cluster, client:
@@ -123,24 +137,49 @@ def stream(results, n_chunks):
         times, _ = bds._fit_times(Xd, yd, ["pca", "ridgecv"], 3)
         results.append({"case": f"persisted, {n_chunks} chunks", **times})
         del Xd, yd, fb
-        Xd, yd = bds._lazy_data(n_chunks, CHUNK, True)
-        for name, impl in (("old", old_chunk_tasks), ("new", new_tasks)):
-            runner.chunk_tasks = impl
-            times, _ = bds._fit_times(Xd, yd, ["pca", "ridgecv"], 3)
-            results.append({"case": f"lazy, first layout (X, y each drawing the block), "
-                                    f"runner {name}", **times})
         for source in SOURCES:
             Xd, yd = lazy(source, n_chunks)
             row = {"case": f"lazy, y from X, {source}",
                    "make_only_s": timeit(lambda: make_only(Xd, yd), 3)[1]}
-            for name, impl in (("old", old_chunk_tasks), ("new", new_tasks)):
-                if name == "old" and source != "curand_normal":
+            for name, (chunk_tasks, recipe_tasks) in routes.items():
+                if name != "runs of chunks" and source != "curand_normal":
                     continue
-                runner.chunk_tasks = impl
+                runner.chunk_tasks, runner.recipe_tasks = chunk_tasks, recipe_tasks
                 times, _ = bds._fit_times(Xd, yd, ["pca", "ridgecv"], 3)
-                row.update({f"{k}_{name}": v for k, v in times.items()})
+                row.update({f"{k}, {name}": v for k, v in times.items()})
             results.append(row)
-        runner.chunk_tasks = new_tasks
+        runner.chunk_tasks, runner.recipe_tasks = routes["runs of chunks"]
+
+
+def in_process(results, n_chunks):
+    """The streamed PCA pass without a cluster: the chunks made and read in a loop in
+    this process (one :func:`runner.group_task` per chunk, as the per-chunk tasks run
+    it), and the fit on the lazy data under dask's synchronous and threaded schedulers."""
+    import cupy as cp
+    import dask
+
+    from skgpu.dask import linalg, runner
+
+    def loop(stats):
+        for i in range(n_chunks):
+            X = bds._x_of(i, CHUNK, P, 0, True)
+            if stats:
+                runner.group_task(linalg._chunk_stats, linalg._fold_chunks("gram"), [X],
+                                  [[None], [None]], ("gram", np.float32), "auto",
+                                  ("gram", "matmul", "qr_r"))
+            else:
+                float(X[0, 0])
+        cp.cuda.Device().synchronize()
+
+    row = {"case": f"in this process, {n_chunks} chunks made in a loop",
+           "make_s": timeit(lambda: loop(False), 3)[1],
+           "make_and_pca_stats_s": timeit(lambda: loop(True), 3)[1]}
+    Xd, _ = bds._lazy_data(n_chunks, CHUNK, True)
+    for scheduler in ("synchronous", "threads"):
+        with dask.config.set(scheduler=scheduler):
+            row[f"pca_fit_{scheduler}_s"] = timeit(
+                lambda: bds.ESTIMATORS["pca"]().fit(Xd), 3)[1]
+    results.append(row)
 
 
 def shared(results, chunks=32, rows=32_000_000):
@@ -180,13 +219,15 @@ def shared(results, chunks=32, rows=32_000_000):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=40)
-    parser.add_argument("--only", choices=["stream", "shared"])
+    parser.add_argument("--only", choices=["stream", "shared", "in_process"])
     args = parser.parse_args()
     results = []
     doc = {"machine": machine(), "results": results}
     try:
         if args.only in (None, "stream"):
             stream(results, args.chunks)
+        if args.only in (None, "in_process"):
+            in_process(results, args.chunks)
         if args.only in (None, "shared"):
             shared(results)
     finally:
