@@ -2,8 +2,10 @@
 
 With a ``dask.distributed`` Client and persisted data, one task per worker runs all the
 chunks that worker holds (:func:`run`, with the locality plan of :func:`locality_plan`);
-otherwise one ``dask.delayed`` task per chunk. Each chunk's work selects a backend like an
-in-memory fit does (CuPy chunks run on the GPU). No scheduler or communication of our own.
+chunks made from a recipe are made and read in runs, a few tasks per thread
+(:func:`recipe_tasks`); otherwise one task per chunk (:func:`chunk_tasks`). Each chunk's
+work selects a backend like an in-memory fit does (CuPy chunks run on the GPU). No
+scheduler or communication of our own.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def host(tree):
     return float(a) if a.ndim == 0 else a
 
 
-# --- running per-chunk work: one task per chunk, or one per worker ----------------------
+# --- running per-chunk work: one task per worker, per run of chunks, or per chunk -------
 def group_task(func, reduce, blocks, vectors, args, device, operations):
     """``func(ops, block, *vector_blocks, *args)`` for each chunk of a group, in order,
     ``ops`` being the chunk's backend. The NumPy arrays among ``args`` (small factors
@@ -178,8 +180,10 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
 
     X persisted on a ``dask.distributed`` cluster: one task per worker, pinned to it,
     runs all the chunks that worker holds (no data moves, and the scheduler sees a
-    handful of tasks instead of one per chunk). Otherwise one ``dask.delayed`` task per
-    chunk, on whatever scheduler is active. ``plan``: a :func:`locality_plan` made for
+    handful of tasks instead of one per chunk). Otherwise, on whatever scheduler is
+    active, a few tasks per thread each making and reading a run of chunks
+    (:func:`recipe_tasks`), or one task per chunk (:func:`chunk_tasks`, where the
+    recipe holds futures). ``plan``: a :func:`locality_plan` made for
     this X and these vectors (False: there is none), so that the passes of one fit ask
     the scheduler where the chunks are only once.
     """
@@ -265,12 +269,12 @@ def recipe_tasks(func, reduce, X, vectors, args, device, operations):
     tasks per thread of the cluster (:data:`GROUPS_PER_THREAD`). None where the
     recipe cannot be split so (futures in it, dask without its task specification):
     then :func:`chunk_tasks`."""
-    try:
-        from dask._task_spec import Alias, Task, convert_legacy_graph  # noqa: F401
-        from dask.base import collections_to_expr
-        from dask.delayed import Delayed
-    except ImportError:
+    if not recipes_supported():
         return None
+    from dask._task_spec import Alias, Task, convert_legacy_graph
+    from dask.base import collections_to_expr
+    from dask.delayed import Delayed
+
     arrays = [X] + [aligned_vector(v, X) for v in vectors]
     present = [a for a in arrays if a is not None]
     if _has_futures(present):
@@ -310,6 +314,17 @@ def recipe_tasks(func, reduce, X, vectors, args, device, operations):
     logger.debug("dask: %d chunks made from their recipe, read by %d tasks", n,
                  len(tasks))
     return tasks
+
+
+def recipes_supported():
+    """Whether this dask can split a recipe into runs of chunks (its task specification,
+    from dask 2025)."""
+    try:
+        from dask._task_spec import Alias, Task, convert_legacy_graph, execute_graph  # noqa: F401
+        from dask.base import collections_to_expr  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _recipe_task(recipe, external, func, reduce, args, device, operations):
