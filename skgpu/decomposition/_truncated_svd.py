@@ -25,19 +25,25 @@ from ._pca import _arpack_svd, _flip_signs, _max_abs, _power_of_two, _row_signs
 #: wraps the call already).
 _sk_transform = getattr(_SkTruncatedSVD.transform, "__wrapped__", _SkTruncatedSVD.transform)
 
-#: Bytes of the centred row block formed at a time by :func:`_column_variance_sum`.
+#: Bytes of the centred row block formed at a time by :func:`_variances`.
 _VARIANCE_BLOCK_BYTES = 1 << 26
 
 
-def _column_variance_sum(ops, X):
-    """Σ_j var(X[:, j]). The one-pass n⁻¹‖X‖² − ‖mean‖² cancels (5e-5 relative error at
-    an offset of 1e6, every digit lost at 1e8), and so does a float32 mean (3 units off
-    at an offset of 1e6, twice the variance). Dense X is shifted by its approximate
-    column mean, in X's dtype (the subtraction of nearby numbers is exact, and the
-    variance does not depend on the shift), a row block at a time (no copy of X), and
-    the shifted sums accumulated in float64: their mean is small, so the one pass does
-    not cancel. Sparse X by its stored entries plus ``(n - nnz_j)·mean_j²`` for the
-    zeros."""
+def _variances(ops, X, Vt, Xt):
+    """``(var(X Vᵀ, axis=0), Σ_j var(X[:, j]))``, ddof 0, in one pass over X: the
+    explained variances of the components ``Vt`` (``Xt = X Vᵀ`` given) and the total.
+
+    Both are exact where X is far from the origin. The one-pass n⁻¹‖X‖² − ‖mean‖²
+    cancels (5e-5 relative error at an offset of 1e6, every digit lost at 1e8), a
+    float32 mean is 3 units off at an offset of 1e6, and the projection Xt carries the
+    offset: in float32 at 1e6 its rounding (~0.4 an entry) swamps a spread of a few units
+    (its variance came out 28 × too large; scikit-learn's 800 ×). Dense X is therefore
+    shifted by its approximate column mean in X's dtype (the subtraction of nearby
+    numbers is exact, and variances do not depend on the shift) and projected again, a
+    row block at a time (no copy of X); the shifted sums are accumulated in float64, and
+    their means are small, so the one pass does not cancel. Sparse X (no offset to speak
+    of: its zeros) uses Xt in float64, and its total comes from the stored entries plus
+    ``(n - nnz_j)·mean_j²`` for the zeros."""
     xp = ops.xp
     n, p = X.shape
     mean = ops.column_mean(X)
@@ -48,17 +54,27 @@ def _column_variance_sum(ops, X):
             X.sum_duplicates()
         D = X.data - mean[X.indices]
         zeros = n - xp.bincount(X.indices, minlength=p)
-        return float(xp.vdot(D, D) + zeros.astype(mean.dtype) @ (mean * mean)) / n
+        total = float(xp.vdot(D, D) + zeros.astype(mean.dtype) @ (mean * mean)) / n
+        return _column_variances(ops, Xt.astype(np.float64)), total
     centre = mean.astype(X.dtype)
+    W = xp.ascontiguousarray(Vt.T, dtype=X.dtype)
+    k = W.shape[1]
+    d1, d2 = xp.zeros(p, dtype=np.float64), xp.zeros((), dtype=np.float64)
+    t1, t2 = xp.zeros(k, dtype=np.float64), xp.zeros(k, dtype=np.float64)
     rows = max(1, _VARIANCE_BLOCK_BYTES // max(1, p * 8))
-    s1 = xp.zeros(p, dtype=np.float64)
-    s2 = xp.zeros((), dtype=np.float64)
     for start in range(0, n, rows):
-        D = (X[start:start + rows] - centre).astype(np.float64)
-        s1 += xp.ones(D.shape[0]) @ D
-        s2 += xp.vdot(D, D)
-    shift = s1 / n
-    return max(float(s2) / n - float(shift @ shift), 0.0)
+        D = X[start:start + rows] - centre
+        T = ops.matmul(D, W).astype(np.float64)
+        D = D.astype(np.float64, copy=False)
+        ones = xp.ones(D.shape[0])
+        d1 += ones @ D
+        d2 += xp.vdot(D, D)
+        t1 += ones @ T
+        t2 += ones @ (T * T)
+    d1 /= n
+    t1 /= n
+    return (xp.maximum(t2 / n - t1 * t1, 0.0),
+            max(float(d2) / n - float(d1 @ d1), 0.0))
 
 
 def _column_variances(ops, A):
@@ -70,34 +86,6 @@ def _column_variances(ops, A):
     return ops.column_mean(D)
 
 
-def _projection_variances(ops, X, Vt, Xt):
-    """``var(X Vᵀ, axis=0)`` (ddof 0), exact where X is far from the origin.
-
-    The projection Xt = X Vᵀ carries X's offset: in float32 at an offset of 1e6 its
-    rounding (~0.4 an entry) swamps a spread of a few units, and its variance came out
-    28 × too large (scikit-learn's 800 ×). Dense X is therefore shifted by its column
-    mean in X's dtype (the subtraction of nearby numbers is exact; the variance does not
-    depend on the shift) and projected again, a row block at a time; the shifted sums
-    are accumulated in float64, and their means are small, so the one pass does not
-    cancel. Sparse X (no offset to speak of: its zeros) uses Xt, in float64."""
-    xp = ops.xp
-    if ops.is_sparse(X):
-        return _column_variances(ops, Xt.astype(np.float64))
-    n, p = X.shape
-    centre = ops.column_mean(X).astype(X.dtype)
-    W = xp.ascontiguousarray(Vt.T, dtype=X.dtype)
-    s1 = xp.zeros(W.shape[1], dtype=np.float64)
-    s2 = xp.zeros(W.shape[1], dtype=np.float64)
-    rows = max(1, _VARIANCE_BLOCK_BYTES // max(1, p * X.itemsize))
-    for start in range(0, n, rows):
-        T = ops.matmul(X[start:start + rows] - centre, W).astype(np.float64)
-        ones = xp.ones(T.shape[0])
-        s1 += ones @ T
-        s2 += ones @ (T * T)
-    mean = s1 / n
-    return xp.maximum(s2 / n - mean * mean, 0.0)
-
-
 def _fit_randomized(ops, X, k, *, n_iter, n_oversamples, normalizer, random_state):
     X = ops.asarray(X)
     U, S, Vt = ops.randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
@@ -107,8 +95,8 @@ def _fit_randomized(ops, X, k, *, n_iter, n_oversamples, normalizer, random_stat
     Vt = ops.xp.ascontiguousarray(Vt, dtype=X.dtype)
     Vt = Vt * _row_signs(ops.xp, Vt)[:, None]
     Xt = ops.matmul(X, Vt.T)
-    explained = ops.to_host(_projection_variances(ops, X, Vt, Xt)).astype(X.dtype)
-    return ops.to_host(Vt), ops.to_host(S), Xt, explained, _column_variance_sum(ops, X)
+    explained, total = _variances(ops, X, Vt, Xt)
+    return ops.to_host(Vt), ops.to_host(S), Xt, ops.to_host(explained).astype(X.dtype), total
 
 
 class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
@@ -226,8 +214,8 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
                                        scale=_power_of_two(_max_abs(Xh)),
                                        random_state=random_state)
                 Xt = np.asarray(Xh @ Vt.T) if self.tol > 0 else U * S
-                explained = _projection_variances(ops, Xh, Vt, Xt).astype(Xt.dtype)
-                return Vt, S, Xt, explained, _column_variance_sum(ops, Xh)
+                explained, total = _variances(ops, Xh, Vt, Xt)
+                return Vt, S, Xt, explained.astype(Xt.dtype), total
 
             (Vt, S, Xt, explained, full_var), backend = run_with_fallback(
                 work, device="cpu", X=inp, what="TruncatedSVD.fit (arpack runs on the CPU)")
