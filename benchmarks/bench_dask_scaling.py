@@ -49,8 +49,9 @@ def _block(block_id, rows, p, seed, gpu, source="normal"):
 
 def _x_of(block_id, rows, p, seed, gpu, source="normal"):
     """Row block ``block_id`` of X: normal draws (``source='normal'``), or (``'hash'``)
-    uniform values from a hash of each entry's index, written at the memory's speed (a
-    source that costs next to nothing beside a fit), with the same column scales."""
+    uniform values from a hash of each entry's index, one kernel writing the block (a
+    cheaper source: 1.9 against 2.9 ms per 1 GB block with its y on the H200), with the
+    same column scales."""
     if source == "hash":
         return _hashed(block_id, rows, p, seed, gpu)
     if gpu:
