@@ -55,10 +55,11 @@ def timeit(func, repeats, warmup=1):
         out = func()
         sync()
         times.append(time.perf_counter() - start)
-    return out, _stats(times)
+    return out, time_stats(times)
 
 
-def _stats(times):
+def time_stats(times):
+    """Median, min, max (and quartiles from 4 times) of measured times, as every row."""
     out = {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
            "repeats": len(times)}
     if len(times) >= 4:
@@ -86,7 +87,7 @@ def interleaved(funcs, rounds=5, calls=40, warmup=20):
                 func()
                 sync()
                 times[name].append(time.perf_counter() - start)
-    return {name: _stats(t) for name, t in times.items()}
+    return {name: time_stats(t) for name, t in times.items()}
 
 
 class PeakGPUMemory:

@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 
-from _harness import GPU, machine, rel_diff, run_cases, standard_parser, timeit
+from _harness import GPU, machine, rel_diff, run_cases, standard_parser, time_stats, timeit
 from bench_dask import _gpu_of_block
 
 from skgpu.decomposition import PCA, TruncatedSVD
@@ -337,10 +337,10 @@ def streamed(results, stream_gb, rate, chunk, gpu, repeats=3, threads=1, source=
         n_stream = int(stream_gb / block_gb)
         Xd, yd = _lazy_data(n_stream, chunk, gpu, source=source)
         gb = n_stream * block_gb
-        made = [client.submit(_making_time, n_stream, chunk, gpu, 0, source,
-                              pure=False).result() for _ in range(repeats + 1)][1:]
-        make = {"median_s": float(np.median(made)), "min_s": min(made), "max_s": max(made),
-                "repeats": repeats}
+        # timed on the worker, a warm-up and ``repeats`` as every row
+        make = time_stats([client.submit(_making_time, n_stream, chunk, gpu, 0, source,
+                                         pure=False).result()
+                           for _ in range(repeats + 1)][1:])
         times, models = _fit_times(Xd, yd, ["pca", "ridgecv"], repeats)
         source_rate = gb / make["median_s"]
         passes = {"pca": 1, "ridgecv": 2}

@@ -144,3 +144,24 @@ def test_recipes_on_a_cluster(client, caplog, name):
             if attr == "components_":
                 got = got * np.sign(np.sum(got * want, axis=1))[:, None]
             assert_allclose_rel(got, want, rtol=1e-8)
+
+
+@RUNS
+def test_recipe_split_once_per_fit(monkeypatch):
+    """RidgeCV's passes (two or more) read one split of the recipe, made at its first."""
+    splits = []
+    recipe_split = runner.recipe_split
+
+    def counting(*args):
+        splits.append(1)
+        return recipe_split(*args)
+
+    monkeypatch.setattr(runner, "recipe_split", counting)
+    made = []
+    X = da.map_blocks(functools.partial(_x_chunk, made, 0, np.float64),
+                      chunks=((ROWS,) * CHUNKS, (P,)), dtype=np.float64)
+    y = X.map_blocks(_y_chunk, drop_axis=1, dtype=np.float64)
+    with dask.config.set(scheduler="synchronous"):
+        RidgeCV(alphas=[0.1, 1.0, 10.0]).fit(X, y)
+    assert len(made) >= 2 * CHUNKS  # two passes at least
+    assert len(splits) == 1

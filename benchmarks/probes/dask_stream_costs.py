@@ -117,13 +117,13 @@ def old_chunk_tasks(func, reduce, X, vectors, args, device, operations):
 def _routes():
     """The runner's routes for chunks that are not persisted, oldest first: per-chunk
     tasks from X's and y's graphs apart; per-chunk tasks from one graph, fused with the
-    making; runs of chunks made inline (today's)."""
+    making; runs of chunks made inline (today's). Each is (chunk_tasks, recipe_split)."""
     from skgpu.dask import runner
 
-    chunk_tasks, recipe_tasks = runner.chunk_tasks, runner.recipe_tasks
+    chunk_tasks, recipe_split = runner.chunk_tasks, runner.recipe_split
     return {"per chunk, graphs apart": (old_chunk_tasks, lambda *a: None),
             "per chunk, one graph": (chunk_tasks, lambda *a: None),
-            "runs of chunks": (chunk_tasks, recipe_tasks)}
+            "runs of chunks": (chunk_tasks, recipe_split)}
 
 
 def stream(results, n_chunks):
@@ -141,14 +141,14 @@ def stream(results, n_chunks):
             Xd, yd = lazy(source, n_chunks)
             row = {"case": f"lazy, y from X, {source}",
                    "make_only_s": timeit(lambda: make_only(Xd, yd), 3)[1]}
-            for name, (chunk_tasks, recipe_tasks) in routes.items():
+            for name, (chunk_tasks, recipe_split) in routes.items():
                 if name != "runs of chunks" and source != "curand_normal":
                     continue
-                runner.chunk_tasks, runner.recipe_tasks = chunk_tasks, recipe_tasks
+                runner.chunk_tasks, runner.recipe_split = chunk_tasks, recipe_split
                 times, _ = bds._fit_times(Xd, yd, ["pca", "ridgecv"], 3)
                 row.update({f"{k}, {name}": v for k, v in times.items()})
             results.append(row)
-        runner.chunk_tasks, runner.recipe_tasks = routes["runs of chunks"]
+        runner.chunk_tasks, runner.recipe_split = routes["runs of chunks"]
 
 
 def in_process(results, n_chunks):

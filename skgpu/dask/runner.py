@@ -172,7 +172,8 @@ def locality_plan(X, vectors):
     return Plan(client, fx, vecs, groups)
 
 
-def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), plan=None):
+def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), plan=None,
+        split=None):
     """Apply ``func(ops, block, *vector_blocks, *args)`` to every row chunk of X; return
     the per-chunk results in order, or, with ``reduce``, the reduced result of each group
     of chunks (fold them with ``reduce`` once more on the client). ``operations``: what
@@ -185,16 +186,17 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
     (:func:`recipe_tasks`), or one task per chunk (:func:`chunk_tasks`, where the
     recipe holds futures). ``plan``: a :func:`locality_plan` made for
     this X and these vectors (False: there is none), so that the passes of one fit ask
-    the scheduler where the chunks are only once.
+    the scheduler where the chunks are only once; ``split``, likewise, a
+    :func:`recipe_split` (False: there is none).
     """
     device = configured_device()
     if plan is None:
         plan = locality_plan(X, vectors)
     if not plan:
-        tasks = recipe_tasks(func, reduce, X, vectors, args, device, operations)
-        if tasks is None:
-            tasks = chunk_tasks(func, reduce, X, vectors, args, device, operations)
-        out = compute(tasks)
+        if split is None:
+            split = recipe_split(X, vectors)
+        out = compute(recipe_tasks(split, func, reduce, args, device, operations) if split
+                      else chunk_tasks(func, reduce, X, vectors, args, device, operations))
         return list(out) if reduce is not None else [r for res in out for r in res]
     out = gather(plan.client, submit(plan, func, args, reduce, operations, device))
     if reduce is not None:
@@ -261,19 +263,25 @@ class Recipe:
             del made
 
 
-def recipe_tasks(func, reduce, X, vectors, args, device, operations):
-    """Tasks of a pass over chunks that are not persisted, each making and reading a run
-    of consecutive chunks (:class:`Recipe`), one chunk at a time, and folding them on
-    its device before one result travels, as a persisted worker's task does: no
-    scheduler round trip between chunks, and the device never waits for one. A few
-    tasks per thread of the cluster (:data:`GROUPS_PER_THREAD`). None where the
-    recipe cannot be split so (futures in it, dask without its task specification):
-    then :func:`chunk_tasks`."""
+class RecipeSplit(NamedTuple):
+    """X's and the vectors' recipe split by chunk (:func:`recipe_split`): the graph, each
+    chunk's (X key, vector keys), each chunk's closure (the keys it depends on, itself
+    included) and the keys only one chunk needs (made inline by its task)."""
+
+    graph: dict
+    keys: list
+    closures: list
+    inline: set
+
+
+def recipe_split(X, vectors):
+    """The :class:`RecipeSplit` of chunks that are not persisted, made once per fit (every
+    pass reads the same recipe); None where the recipe cannot be split (futures in it,
+    dask without its task specification): then :func:`chunk_tasks`."""
     if not recipes_supported():
         return None
     from dask._task_spec import Alias, Task, convert_legacy_graph
     from dask.base import collections_to_expr
-    from dask.delayed import Delayed
 
     arrays = [X] + [aligned_vector(v, X) for v in vectors]
     present = [a for a in arrays if a is not None]
@@ -281,9 +289,9 @@ def recipe_tasks(func, reduce, X, vectors, args, device, operations):
         return None
     graph = convert_legacy_graph(
         dict(collections_to_expr(present, optimize_graph=False).__dask_graph__()))
-    n = len(X.chunks[0])
-    keys = [(_row_key(X, i), [None if a is None else _row_key(a, i) for a in arrays[1:]])
-            for i in range(n)]
+    rows = [None if a is None else _row_keys(a) for a in arrays]
+    keys = [(rows[0][i], [None if r is None else r[i] for r in rows[1:]])
+            for i in range(len(X.chunks[0]))]
     closures = []
     for x_key, v_keys in keys:
         closure = _closure(graph, [x_key, *(k for k in v_keys if k is not None)])
@@ -295,18 +303,30 @@ def recipe_tasks(func, reduce, X, vectors, args, device, operations):
         for k in closure:
             uses[k] = uses.get(k, 0) + 1
     inline = {k for k, c in uses.items() if c == 1 and isinstance(graph[k], (Task, Alias))}
-    n_groups = _n_groups(n)
-    bounds = np.linspace(0, n, n_groups + 1).round().astype(int)
+    return RecipeSplit(graph, keys, closures, inline)
+
+
+def recipe_tasks(split, func, reduce, args, device, operations):
+    """Tasks of a pass over chunks that are not persisted (``split``, their
+    :class:`RecipeSplit`), each making and reading a run of consecutive chunks
+    (:class:`Recipe`), one chunk at a time, and folding them on its device before one
+    result travels, as a persisted worker's task does: no scheduler round trip between
+    chunks. A few tasks per thread of the cluster (:data:`GROUPS_PER_THREAD`)."""
+    from dask.delayed import Delayed
+
+    graph, keys, closures, inline = split
+    n = len(keys)
+    bounds = np.linspace(0, n, _n_groups(n) + 1).round().astype(int)
     common = shared(args)
-    task = _delayed_impure(_recipe_task)
+    task = delayed(_recipe_task, pure=False)
     tasks = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         graphs, external = [], set()
         for i in range(lo, hi):
             own = {k: graph[k] for k in closures[i] if k in inline}
             external |= {d for k in own for d in graph[k].dependencies if d not in inline}
-            external |= {k for k in closures[i] if k not in inline and k in
-                         {keys[i][0], *keys[i][1]}}
+            external |= {k for k in (keys[i][0], *keys[i][1])
+                         if k is not None and k not in inline}
             graphs.append(own)
         tasks.append(task(Recipe(graphs, keys[lo:hi]),
                           {k: Delayed(k, graph) for k in external}, func, reduce, common,
@@ -331,9 +351,9 @@ def _recipe_task(recipe, external, func, reduce, args, device, operations):
     return _over_chunks(func, reduce, recipe.chunks(external), args, device, operations)
 
 
-def _row_key(a, i):
-    keys = a.__dask_keys__()[i]
-    return keys[0] if isinstance(keys, list) else keys
+def _row_keys(a):
+    """The key of each row chunk of a dask array with one column chunk (or 1-D)."""
+    return [k[0] if isinstance(k, list) else k for k in a.__dask_keys__()]
 
 
 def _closure(graph, keys):
@@ -373,12 +393,6 @@ def _n_groups(n_chunks):
 
         threads = dask.config.get("num_workers", None) or os.cpu_count() or 1
     return max(1, min(n_chunks, GROUPS_PER_THREAD * threads))
-
-
-def _delayed_impure(func):
-    import dask
-
-    return dask.delayed(func, pure=False)
 
 
 def per_group(plan, task, *args):
@@ -457,15 +471,19 @@ def _lost_work(exc):
 
 class FitRun:
     """:func:`run` for the passes of one fit over X and ``vectors``, with the locality
-    plan made once (``plan``: a :class:`Plan`, or False without one)."""
+    plan made once (``plan``: a :class:`Plan`, or False without one) and, without a
+    plan, the recipe's split too (at the first pass)."""
 
     def __init__(self, X, vectors=()):
         self.X, self.vectors = X, vectors
         self.plan = locality_plan(X, vectors) or False
+        self.split = None
 
     def __call__(self, func, args=(), reduce=None, *, operations=("matmul",)):
+        if not self.plan and self.split is None:
+            self.split = recipe_split(self.X, self.vectors) or False
         return run(func, self.X, self.vectors, args, reduce, operations=operations,
-                   plan=self.plan)
+                   plan=self.plan, split=self.split)
 
 
 def for_fit(X, vectors=()):
@@ -478,10 +496,10 @@ def sum_pairs(results):
 
 
 
-def delayed(func):
+def delayed(func, pure=True):
     import dask
 
-    return dask.delayed(func, pure=True)
+    return dask.delayed(func, pure=pure)
 
 
 def shared(value):
