@@ -79,10 +79,52 @@ def _parts_of_one_chunk(passes, source, repeats=5):
     return {f"{k}_ms": float(np.median(v)) for k, v in out.items()}
 
 
+def _traced_fit(Xd, yd, repeats=3):
+    """RidgeCV's whole fit on the lazy arrays with each of its passes (``runner.run``)
+    timed (the device synchronised around it), and what is left between them."""
+    import time
+
+    import cupy as cp
+    import dask
+
+    from skgpu.dask import runner
+
+    run = runner.run
+    passes = []
+
+    def timed(func, *args, **kwargs):
+        cp.cuda.Device().synchronize()
+        start = time.perf_counter()
+        out = run(func, *args, **kwargs)
+        cp.cuda.Device().synchronize()
+        passes.append((func.__name__, time.perf_counter() - start))
+        return out
+
+    rows = []
+    runner.run = timed
+    try:
+        with dask.config.set(scheduler="synchronous", num_workers=1):
+            for r in range(repeats + 1):
+                passes.clear()
+                cp.cuda.Device().synchronize()
+                start = time.perf_counter()
+                bds.ESTIMATORS["ridgecv"]().fit(Xd, yd)
+                cp.cuda.Device().synchronize()
+                total = time.perf_counter() - start
+                if r:
+                    rows.append({"total_s": total, "passes": list(passes),
+                                 "outside_passes_s": total - sum(t for _, t in passes)})
+    finally:
+        runner.run = run
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=24)
     parser.add_argument("--source", default="normal", choices=["normal", "hash"])
+    parser.add_argument("--trace-only", action="store_true",
+                        help="only RidgeCV's whole fit, each pass timed")
     args = parser.parse_args()
     import cupy as cp
     import dask
@@ -95,6 +137,11 @@ def main():
                                            "features": P, "source": source},
            "results": results}
     try:
+        if args.trace_only:
+            Xd, yd = bds._lazy_data(n, CHUNK, True, source=source)
+            results.append({"case": "RidgeCV's whole fit, each pass timed",
+                            "fits": _traced_fit(Xd, yd)})
+            return
         kept = list(_made(n, source))
         cp.cuda.Device().synchronize()
         passes = _passes(kept)
@@ -132,6 +179,8 @@ def main():
                 runner.MAKE_AHEAD = saved
             row.update({f"{k}{'_made_ahead' if ahead else ''}": v for k, v in times.items()})
         results.append(row)
+        results.append({"case": "RidgeCV's whole fit, each pass timed",
+                        "fits": _traced_fit(Xd, yd)})
     finally:
         print(json.dumps(doc, indent=1, default=str))
 
