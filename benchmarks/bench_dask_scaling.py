@@ -44,16 +44,16 @@ ESTIMATORS = {
 def _block(block_id, rows, p, seed, gpu, source="normal"):
     """Row block ``block_id`` of X and its y, made where it runs (a worker's GPU)."""
     X = _x_of(block_id, rows, p, seed, gpu, source)
-    return X, _y_of(X, block_id, seed)
+    return X, _y_of(X, block_id, seed, source)
 
 
 def _x_of(block_id, rows, p, seed, gpu, source="normal"):
     """Row block ``block_id`` of X: normal draws (``source='normal'``), or (``'hash'``)
     uniform values from a hash of each entry's index, one kernel writing the block (a
-    cheaper source: 1.9 against 2.9 ms per 1 GB block with its y on the H200), with the
-    same column scales."""
+    cheap source, as near its memory writes as a source gets), with the same column
+    scales."""
     if source == "hash":
-        return _hashed(block_id, rows, p, seed, gpu)
+        return _hashed(_key(seed, block_id, 0), rows, p, gpu)
     if gpu:
         import cupy as xp
 
@@ -68,51 +68,67 @@ def _x_of(block_id, rows, p, seed, gpu, source="normal"):
     return X
 
 
-def _hashed(block_id, rows, p, seed, gpu):
-    scale = np.geomspace(10, 1, p).astype(np.float32)
-    offset = np.uint64((seed * 1_000_003 + block_id) * rows * p)
+def _mix32(z):
+    """A 32-bit integer hash (a bijection; NumPy uint32 arrays wrap as the kernel's do)."""
+    z = z ^ (z >> np.uint32(16))
+    z = z * np.uint32(0x7FEB352D)
+    z = z ^ (z >> np.uint32(15))
+    z = z * np.uint32(0x846CA68B)
+    return z ^ (z >> np.uint32(16))
+
+
+def _key(seed, block_id, stream):
+    """The hash source's 32-bit key of a block's X (``stream`` 0) or y noise (1)."""
+    z = np.array([seed * 1_000_003 + 2 * block_id + stream], dtype=np.uint64)
+    return np.uint32(_mix32((z ^ (z >> np.uint64(32))).astype(np.uint32))[0])
+
+
+def _hashed(key, rows, p, gpu):
+    """A ``rows`` × ``p`` float32 block (``p`` 1: a vector) of uniforms in [-0.5, 0.5)
+    from the hash of each entry's index and ``key``, times the column scales (none for a
+    vector). Indices past 2³² repeat: blocks of up to 4G entries."""
+    scale = (np.geomspace(10, 1, p) if p > 1 else np.ones(1)).astype(np.float32)
+    shape = (rows, p) if p > 1 else (rows,)
     if gpu:
         import cupy as cp
 
-        X = cp.empty((rows, p), dtype=cp.float32)
-        _hash_kernel()(offset, cp.asarray(scale), np.int64(p), X)
+        X = cp.empty(shape, dtype=cp.float32)
+        _hash_kernel()(key, cp.asarray(scale), X)
         return X
-    z = np.arange(rows * p, dtype=np.uint64) + offset
-    with np.errstate(over="ignore"):
-        z = z * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
-    u = (z >> np.uint64(40)).astype(np.float32) * np.float32(1 / 16777216) - np.float32(0.5)
-    return u.reshape(rows, p) * scale
+    i = np.arange(rows * p, dtype=np.uint64).astype(np.uint32).reshape(shape)
+    z = _mix32(_mix32(i) ^ key)
+    return ((z >> np.uint32(8)).astype(np.float32) * np.float32(1 / 16777216)
+            - np.float32(0.5)) * scale
 
 
 @functools.lru_cache(maxsize=None)
 def _hash_kernel():
-    """splitmix64 of the entry's index, the top 24 bits as a uniform in [-0.5, 0.5),
-    times the column's scale (the same values as the NumPy branch of :func:`_hashed`)."""
+    """:func:`_hashed` on the GPU (the same values as its NumPy branch): 32-bit integer
+    arithmetic only, so the block's memory writes bound it."""
     import cupy as cp
 
     return cp.ElementwiseKernel(
-        "uint64 offset, raw float32 scale, int64 p", "float32 x",
+        "uint32 key, float32 scale", "float32 x",
         """
-        unsigned long long z = ((unsigned long long)i + offset) * 0x9E3779B97F4A7C15ULL;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-        z ^= z >> 31;
-        x = ((float)(z >> 40) * (1.0f / 16777216.0f) - 0.5f) * scale[i % p];
+        unsigned int z = (unsigned int)i;
+        z ^= z >> 16; z *= 0x7FEB352Du; z ^= z >> 15; z *= 0x846CA68Bu; z ^= z >> 16;
+        z ^= key;
+        z ^= z >> 16; z *= 0x7FEB352Du; z ^= z >> 15; z *= 0x846CA68Bu; z ^= z >> 16;
+        x = ((float)(z >> 8) * (1.0f / 16777216.0f) - 0.5f) * scale;
         """, "bench_hash_block")
 
 
-def _y_of(X, block_id, seed):
-    """y of the X block ``block_id``: its first eight columns' sum and a noise drawn from
-    a generator of its own (so y can be made from X's chunk, X drawn once)."""
-    if type(X).__module__.startswith("cupy"):
-        import cupy as xp
+def _y_of(X, block_id, seed, source="normal"):
+    """y of the X block ``block_id``: its first eight columns' sum and a noise of its
+    own, drawn (``source='normal'``) or hashed (``'hash'``), so y can be made from X's
+    chunk, X made once."""
+    gpu = type(X).__module__.startswith("cupy")
+    xp = sys.modules["cupy"] if gpu else np
+    if source == "hash":
+        noise = _hashed(_key(seed, block_id, 1), X.shape[0], 1, gpu)
     else:
-        xp = np
-    noise = xp.random.default_rng(seed + 10_000_000 + block_id).standard_normal(
-        X.shape[0], dtype=xp.float32)
+        noise = xp.random.default_rng(seed + 10_000_000 + block_id).standard_normal(
+            X.shape[0], dtype=xp.float32)
     return X[:, :8].sum(axis=1, dtype=xp.float32) + noise
 
 
@@ -260,19 +276,23 @@ def _lazy_data(n_chunks, chunk, gpu, seed=0, source="normal"):
     if gpu:
         import cupy as cp
 
-        meta_x, meta_y = cp.empty((0, 0), cp.float32), cp.empty(0, cp.float32)
+        meta_x = cp.empty((0, 0), cp.float32)
     else:
-        meta_x, meta_y = np.empty((0, 0), np.float32), np.empty(0, np.float32)
+        meta_x = np.empty((0, 0), np.float32)
 
     def x_block(block_id=None):
         return _x_of(block_id[0], chunk, P, seed, gpu, source)
 
-    def y_block(X, block_id=None):
-        return _y_of(X, block_id[0], seed)
+    def y_column(X, block_id=None):
+        return _y_of(X, block_id[0], seed, source)[:, None]
 
     Xd = da.map_blocks(x_block, chunks=((chunk,) * n_chunks, (P,)), dtype=np.float32,
                        meta=meta_x)
-    yd = Xd.map_blocks(y_block, drop_axis=1, dtype=np.float32, meta=meta_y)
+    # y as a column, then its view: map_blocks(..., drop_axis=1) would hand y's function
+    # a copy of each X chunk (dask concatenates the dropped axis's blocks, one block
+    # too), 2.3 ms per 1 GB chunk and pass on the H200 (probes/stream_overlap.py)
+    yd = Xd.map_blocks(y_column, chunks=(Xd.chunks[0], (1,)), dtype=np.float32,
+                       meta=meta_x)[:, 0]
     return Xd, yd
 
 
@@ -284,7 +304,7 @@ def _making_time(n_chunks, chunk, gpu, seed=0, source="normal"):
     start = time.perf_counter()
     for i in range(n_chunks):
         X = _x_of(i, chunk, P, seed, gpu, source)
-        y = _y_of(X, i, seed)
+        y = _y_of(X, i, seed, source)
         del X, y
     if gpu:
         import cupy as cp

@@ -34,7 +34,7 @@ P = bds.P
 def _made(n, source):
     for i in range(n):
         X = bds._x_of(i, CHUNK, P, 0, True, source)
-        yield X, [bds._y_of(X, i, 0), None]
+        yield X, [bds._y_of(X, i, 0, source), None]
 
 
 def _passes(chunks):
@@ -66,7 +66,7 @@ def _parts_of_one_chunk(passes, source, repeats=5):
         ev[0].record()
         X = bds._x_of(r, CHUNK, P, 0, True, source)
         ev[1].record()
-        y = bds._y_of(X, r, 0)
+        y = bds._y_of(X, r, 0, source)
         ev[2].record()
         for j, (_name, func, reduce, args, operations, no_y) in enumerate(passes):
             vecs = [None, None] if no_y else [y, None]
