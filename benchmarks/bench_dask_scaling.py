@@ -93,7 +93,7 @@ def _hashed(key, rows, p, gpu):
         import cupy as cp
 
         X = cp.empty(shape, dtype=cp.float32)
-        _hash_kernel()(key, cp.asarray(scale), X)
+        _hash_kernel()(key, cp.asarray(scale), np.uint32(p), X, size=X.size)
         return X
     i = np.arange(rows * p, dtype=np.uint64).astype(np.uint32).reshape(shape)
     z = _mix32(_mix32(i) ^ key)
@@ -104,17 +104,19 @@ def _hashed(key, rows, p, gpu):
 @functools.lru_cache(maxsize=None)
 def _hash_kernel():
     """:func:`_hashed` on the GPU (the same values as its NumPy branch): 32-bit integer
-    arithmetic only, so the block's memory writes bound it."""
+    arithmetic only and no index arithmetic of the array's shape (raw pointers, the
+    column a 32-bit remainder), so the block's memory writes bound it."""
     import cupy as cp
 
     return cp.ElementwiseKernel(
-        "uint32 key, float32 scale", "float32 x",
+        "uint32 key, raw float32 scale, uint32 p", "raw float32 x",
         """
-        unsigned int z = (unsigned int)i;
+        unsigned int j = (unsigned int)i;
+        unsigned int z = j;
         z ^= z >> 16; z *= 0x7FEB352Du; z ^= z >> 15; z *= 0x846CA68Bu; z ^= z >> 16;
         z ^= key;
         z ^= z >> 16; z *= 0x7FEB352Du; z ^= z >> 15; z *= 0x846CA68Bu; z ^= z >> 16;
-        x = ((float)(z >> 8) * (1.0f / 16777216.0f) - 0.5f) * scale;
+        x[i] = ((float)(z >> 8) * (1.0f / 16777216.0f) - 0.5f) * scale[j % p];
         """, "bench_hash_block")
 
 

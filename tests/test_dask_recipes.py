@@ -167,64 +167,12 @@ def test_recipe_split_once_per_fit(monkeypatch):
     assert len(splits) == 1
 
 
-def test_host_chunks_are_not_made_ahead():
-    """NumPy chunks (and none) pass through :func:`runner.made_ahead` as they come, each
-    made only when reached."""
-    made = []
-
-    def chunks(k):
-        for i in range(k):
-            made.append(i)
-            yield np.full((3, 2), float(i)), [None]
-
-    seen = []
-    for X, _ in runner.made_ahead(chunks(4)):
-        seen.append((float(X[0, 0]), len(made)))
-    assert seen == [(0.0, 1), (1.0, 2), (2.0, 3), (3.0, 4)]
-    assert list(runner.made_ahead(chunks(0))) == []
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("seed", [0, 1])
-def test_gpu_chunks_made_ahead_are_read_whole(seed):
-    """CuPy chunks: each one after the first is made on this thread's second stream
-    while the one before it is read, and every read sees its chunk whole: made before
-    it is read, and not overwritten (its memory reused by the next making) until read.
-    Making and reading are both long here, so a missing wait shows."""
-    cp = pytest.importorskip("cupy")
-    rng = np.random.default_rng(seed)
-    n, p, k = 400_000, 64, 8
-    values = rng.uniform(1.0, 2.0, k)
-    W = cp.asarray(rng.standard_normal((p, p)))
-    main = cp.cuda.get_current_stream().ptr
-    streams = []
-
-    def chunks():
-        for i in range(k):
-            streams.append(cp.cuda.get_current_stream().ptr)
-            X = cp.zeros((n, p))
-            for _ in range(30):  # a long making, the chunk's value written last
-                X = cp.sin(X) * 0.0
-            X += values[i]
-            yield X, [cp.full(n, float(i))]
-
-    read = []
-    for X, (tag,) in runner.made_ahead(chunks()):
-        for _ in range(30):  # a long reading queued before the read checked
-            X @ W
-        read.append((X.sum() / X.size, tag.mean()))
-    got = np.array([(float(a), float(b)) for a, b in read])
-    np.testing.assert_allclose(got[:, 0], values, rtol=1e-12)
-    np.testing.assert_array_equal(got[:, 1], np.arange(k))
-    assert streams[0] == main and len(set(streams[1:])) == 1 and streams[1] != main
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_gpu_recipe_chunks_fit_as_in_memory(name, dtype):
-    """CuPy chunks made from a recipe (y from X's chunk), read in runs and made ahead:
-    the fit equals the in-memory fit of the same data."""
+    """CuPy chunks made from a recipe (y from X's chunk), read in runs: the fit equals
+    the in-memory fit of the same data."""
     cp = pytest.importorskip("cupy")
     rows = 5000
 

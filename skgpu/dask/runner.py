@@ -348,76 +348,7 @@ def recipes_supported():
 
 
 def _recipe_task(recipe, external, func, reduce, args, device, operations):
-    return _over_chunks(func, reduce, made_ahead(recipe.chunks(external)), args, device,
-                        operations)
-
-
-#: Whether a run of recipe chunks on the GPU makes each chunk on a second CUDA stream
-#: while the one before it is read (:func:`made_ahead`).
-MAKE_AHEAD = True
-
-_side_streams = threading.local()
-
-
-def made_ahead(chunks):
-    """``chunks`` (an iterator of (block, vector blocks), each made when reached) with
-    the next chunk made on a second CUDA stream of this thread while the caller reads the
-    current one on its own (current) stream, where the first chunk is a CuPy array and
-    :data:`MAKE_AHEAD` is set; one after the other as they come otherwise.
-
-    Making a chunk (drawing it, decoding it) and reading it (a Gram matrix) then overlap
-    on the GPU instead of taking turns. One chunk more is alive at a time. The order is
-    kept by CUDA events: the second stream starts after what this thread's stream has
-    queued (the task's dependencies), each chunk is read only once made, and a chunk's
-    memory (returned to the second stream's pool when it is let go) is written again
-    only once its reading is done.
-    """
-    it = iter(chunks)
-    item = next(it, None)
-    cp = _cupy_of(item[0]) if item is not None and MAKE_AHEAD else None
-    if cp is None:
-        if item is not None:
-            yield item
-            yield from it
-        return
-    main = cp.cuda.get_current_stream()
-    side = _side_stream(cp)
-    side.wait_event(main.record())
-    ready = None
-    try:
-        while item is not None:
-            if ready is not None:
-                main.wait_event(ready)
-            with side:
-                following = next(it, None)
-                following_ready = side.record()
-            yield item
-            side.wait_event(main.record())  # before the chunk read is let go
-            item, ready = following, following_ready
-            del following
-    finally:
-        main.wait_event(side.record())  # nothing made on the side outlives the task
-
-
-def _cupy_of(block):
-    """The cupy module where ``block`` is a CuPy array, else None."""
-    if not type(block).__module__.startswith("cupy"):
-        return None
-    import cupy
-
-    return cupy
-
-
-def _side_stream(cp):
-    """This thread's second stream on the current device (one per thread and device,
-    kept: a task's first wait orders it after everything before)."""
-    streams = getattr(_side_streams, "streams", None)
-    if streams is None:
-        streams = _side_streams.streams = {}
-    device = cp.cuda.Device().id
-    if device not in streams:
-        streams[device] = cp.cuda.Stream(non_blocking=True)
-    return streams[device]
+    return _over_chunks(func, reduce, recipe.chunks(external), args, device, operations)
 
 
 def _row_keys(a):
