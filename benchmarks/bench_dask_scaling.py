@@ -93,7 +93,9 @@ def _hashed(key, rows, p, gpu):
         import cupy as cp
 
         X = cp.empty(shape, dtype=cp.float32)
-        _hash_kernel()(key, cp.asarray(scale), np.uint32(p), X, size=X.size)
+        fours = p % 4 == 0  # four entries of a row per thread, stored at once
+        _hash_kernel(fours)(key, cp.asarray(scale), np.uint32(p), X,
+                            size=X.size // 4 if fours else X.size)
         return X
     i = np.arange(rows * p, dtype=np.uint64).astype(np.uint32).reshape(shape)
     z = _mix32(_mix32(i) ^ key)
@@ -101,23 +103,36 @@ def _hashed(key, rows, p, gpu):
             - np.float32(0.5)) * scale
 
 
+_MIX32 = """
+__device__ unsigned int mix32(unsigned int z) {
+    z ^= z >> 16; z *= 0x7FEB352Du; z ^= z >> 15; z *= 0x846CA68Bu; return z ^ (z >> 16);
+}
+__device__ float hashed(unsigned int j, unsigned int key, float scale) {
+    return ((float)(mix32(mix32(j) ^ key) >> 8) * (1.0f / 16777216.0f) - 0.5f) * scale;
+}
+"""
+
+
 @functools.lru_cache(maxsize=None)
-def _hash_kernel():
+def _hash_kernel(fours):
     """:func:`_hashed` on the GPU (the same values as its NumPy branch): 32-bit integer
-    arithmetic only and no index arithmetic of the array's shape (raw pointers, the
-    column a 32-bit remainder), so the block's memory writes bound it."""
+    arithmetic, raw pointers (no index arithmetic of the array's shape) and, where a
+    row's length is a multiple of 4 (``fours``), four entries per thread (one remainder
+    for their column, one 16-byte store), so that the block's memory writes bound it."""
     import cupy as cp
 
-    return cp.ElementwiseKernel(
-        "uint32 key, raw float32 scale, uint32 p", "raw float32 x",
+    if fours:
+        body = """
+        unsigned int j = 4u * (unsigned int)i, c = j % p;
+        reinterpret_cast<float4*>(&x[0])[i] = make_float4(
+            hashed(j, key, scale[c]), hashed(j + 1, key, scale[c + 1]),
+            hashed(j + 2, key, scale[c + 2]), hashed(j + 3, key, scale[c + 3]));
         """
-        unsigned int j = (unsigned int)i;
-        unsigned int z = j;
-        z ^= z >> 16; z *= 0x7FEB352Du; z ^= z >> 15; z *= 0x846CA68Bu; z ^= z >> 16;
-        z ^= key;
-        z ^= z >> 16; z *= 0x7FEB352Du; z ^= z >> 15; z *= 0x846CA68Bu; z ^= z >> 16;
-        x[i] = ((float)(z >> 8) * (1.0f / 16777216.0f) - 0.5f) * scale[j % p];
-        """, "bench_hash_block")
+    else:
+        body = "x[i] = hashed((unsigned int)i, key, scale[(unsigned int)i % p]);"
+    return cp.ElementwiseKernel("uint32 key, raw float32 scale, uint32 p", "raw float32 x",
+                                body, f"bench_hash_block{4 if fours else 1}",
+                                preamble=_MIX32)
 
 
 def _y_of(X, block_id, seed, source="normal"):
