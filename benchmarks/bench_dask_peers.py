@@ -122,8 +122,8 @@ def main():
                 return None
 
             def case():
-                _row(results, name, lambda: make().fit(X), ref_key, ref,
-                                   args.repeats, values_attr)
+                _row(results, name, lambda: make().fit(X), ref_key, ref, args.repeats,
+                     values_attr)
             return case
 
         cases = [row("skgpu PCA (covariance, default)", lambda: PCA(K), "pca",

@@ -190,8 +190,9 @@ def test_gpu_recipe_chunks_fit_as_in_memory(name, dtype):
     with dask.config.set(scheduler="threads", num_workers=1):
         est = make().fit(X, y) if supervised else make().fit(X)
     Xm, ym = cp.asnumpy(X.compute()), cp.asnumpy(y.compute())
-    if name == "ridge":  # the chunks' normal equations are float64 (a float32 Ridge in
-        Xm, ym = Xm.astype(np.float64), ym.astype(np.float64)  # memory solves in float32)
+    # the chunks' normal equations are float64; a float32 Ridge in memory solves in float32
+    if name == "ridge":
+        Xm, ym = Xm.astype(np.float64), ym.astype(np.float64)
     ref = make().fit(Xm, ym) if supervised else make().fit(Xm)
     tol = 1e-4 if dtype == np.float32 else 1e-8
     for attr in attributes:
