@@ -371,7 +371,7 @@ def streamed(results, stream_gb, rate, chunk, gpu, repeats=3, threads=1, source=
     block_gb = chunk * P * 4 / 1e9
     cluster, client = _cluster(1, gpu, shared=True, threads=threads)
     with cluster, client:
-        n_stream = int(stream_gb / block_gb)
+        n_stream = int(np.ceil(stream_gb / block_gb))  # at least stream_gb (300 GB: 293 chunks)
         Xd, yd = _lazy_data(n_stream, chunk, gpu, source=source)
         gb = n_stream * block_gb
         # timed on the worker, a warm-up and ``repeats`` as every row
