@@ -96,7 +96,6 @@ def _made_ahead_task(recipe, external, func, reduce, args, device, operations):
                                device, operations)
 
 
-
 def _made(n, source):
     for i in range(n):
         X = bds._x_of(i, CHUNK, P, 0, True, source)
@@ -104,8 +103,8 @@ def _made(n, source):
 
 
 def _passes(chunks):
-    """(name, func, reduce, args, operations) of PCA's pass and RidgeCV's two, the LOO
-    pass's arguments from the Gram pass over ``chunks`` (a list)."""
+    """(name, func, reduce, args, operations, reads no y) of PCA's pass and RidgeCV's
+    two, the LOO pass's arguments from the Gram pass over ``chunks`` (a list)."""
     from skgpu.dask import linalg, runner
 
     gram = ("gram", "matmul", "qr_r")
