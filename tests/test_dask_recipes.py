@@ -41,6 +41,16 @@ def _y_chunk(X):
     return X @ np.arange(1.0, P + 1) + np.sin(7.0 * X[:, 0])
 
 
+def _assert_same_fit(est, ref, attributes, rtol):
+    """The fitted ``attributes`` of ``est`` equal ``ref``'s (components up to sign, the
+    solver's choice)."""
+    for attr in attributes:
+        got, want = getattr(est, attr), getattr(ref, attr)
+        if attr == "components_":
+            got = got * np.sign(np.sum(got * want, axis=1))[:, None]
+        assert_allclose_rel(got, want, rtol=rtol)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", list(ESTIMATORS))
@@ -66,11 +76,7 @@ def test_chunks_made_once_per_pass(monkeypatch, name, dtype, seed):
     Xm, ym = X.compute(scheduler="synchronous"), y.compute(scheduler="synchronous")
     ref = make().fit(Xm, ym) if supervised else make().fit(Xm)
     tol = 1e-4 if dtype == np.float32 else 1e-8
-    for attr in attributes:
-        got, want = getattr(est, attr), getattr(ref, attr)
-        if attr == "components_":  # signs are the solver's choice
-            got = got * np.sign(np.sum(got * want, axis=1))[:, None]
-        assert_allclose_rel(got, want, rtol=tol)
+    _assert_same_fit(est, ref, attributes, tol)
 
 
 def _y_source(made, values, block_id=None, block_info=None):
@@ -139,11 +145,7 @@ def test_recipes_on_a_cluster(client, caplog, name):
             assert not passes
         else:
             assert passes and all(m.endswith(expected) for m in passes)
-        for attr in attributes:
-            got, want = getattr(est, attr), getattr(ref, attr)
-            if attr == "components_":
-                got = got * np.sign(np.sum(got * want, axis=1))[:, None]
-            assert_allclose_rel(got, want, rtol=1e-8)
+        _assert_same_fit(est, ref, attributes, 1e-8)
 
 
 @RUNS
@@ -195,8 +197,4 @@ def test_gpu_recipe_chunks_fit_as_in_memory(name, dtype):
         Xm, ym = Xm.astype(np.float64), ym.astype(np.float64)
     ref = make().fit(Xm, ym) if supervised else make().fit(Xm)
     tol = 1e-4 if dtype == np.float32 else 1e-8
-    for attr in attributes:
-        got, want = getattr(est, attr), getattr(ref, attr)
-        if attr == "components_":
-            got = got * np.sign(np.sum(got * want, axis=1))[:, None]
-        assert_allclose_rel(got, want, rtol=tol)
+    _assert_same_fit(est, ref, attributes, tol)
