@@ -169,6 +169,48 @@ def test_recipe_split_once_per_fit(monkeypatch):
     assert len(splits) == 1
 
 
+class _Store:
+    """An array store (as an h5py dataset or a zarr array is to ``da.from_array``) that
+    records every read."""
+
+    def __init__(self, values):
+        self.values, self.reads = values, []
+        self.shape, self.dtype, self.ndim = values.shape, values.dtype, values.ndim
+
+    def __getitem__(self, index):
+        self.reads.append(index)
+        return self.values[index]
+
+
+def _read_size(index, shape):
+    return int(np.prod([len(range(*i.indices(n))) for i, n in zip(index, shape)]))
+
+
+@RUNS
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", ["pca", "truncated-svd", "ridgecv"])
+def test_a_store_read_only_where_sliced(name, seed):
+    """A slice of a store (columns, rows) reads only what it keeps, as dask's own compute
+    does, and the fit equals the in-memory fit of the slice."""
+    rng = np.random.default_rng(seed)
+    n, p = 8 * ROWS, 4 * P
+    store = _Store(rng.standard_normal((n, p)) * np.geomspace(3, 0.5, p) + 2.0)
+    cols = slice(3, 3 + P + 1)
+    X = da.from_array(store, chunks=(ROWS, p))[ROWS // 2:, cols]
+    y = da.from_array(rng.standard_normal(n), chunks=ROWS)[ROWS // 2:]
+    make, attributes = ESTIMATORS[name]
+    store.reads.clear()  # (from_array's own look at the store)
+    with dask.config.set(scheduler="synchronous"):
+        est = make().fit(X, y) if name.startswith("ridge") else make().fit(X)
+    kept = X.shape[0] * X.shape[1]
+    passes = sum(_read_size(i, store.shape) for i in store.reads) / kept
+    assert passes == round(passes) >= 1  # whole passes over what the slice keeps
+    assert all(i[1] == cols for i in store.reads if _read_size(i, store.shape))
+    Xm, ym = store.values[ROWS // 2:, cols], y.compute()
+    ref = make().fit(Xm, ym) if name.startswith("ridge") else make().fit(Xm)
+    _assert_same_fit(est, ref, attributes, 1e-8)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", list(ESTIMATORS))

@@ -327,13 +327,30 @@ def recipe_tasks(split, func, reduce, args, device, operations):
             external |= {d for k in own for d in graph[k].dependencies if d not in inline}
             external |= {k for k in (keys[i][0], *keys[i][1])
                          if k is not None and k not in inline}
-            graphs.append(own)
+            graphs.append(_optimized(own, keys[i]))
         tasks.append(task(Recipe(graphs, keys[lo:hi]),
                           {k: Delayed(k, graph) for k in external}, func, reduce, common,
                           device, operations))
     logger.debug("dask: %d chunks made from their recipe, read by %d tasks", n,
                  len(tasks))
     return tasks
+
+
+def _optimized(own, keys):
+    """A chunk's own nodes (``own``) with dask's array optimisations that stay within
+    them: linear chains fused, and a slice of a source read merged into the read, so that
+    a column selection of an h5py or zarr store reads only the columns kept (as dask's
+    own compute does). The chunk's ``keys`` (X's, the vectors') stay; nothing is shared
+    between chunks here, so nothing is made twice (optimising the whole graph would fuse
+    X's chunk into each array computed from it, y from X, and make it twice)."""
+    x_key, v_keys = keys
+    wanted = [x_key, *(k for k in v_keys if k is not None)]
+    try:
+        from dask._task_spec import fuse_linear_task_spec
+        from dask.array.optimization import _optimize_slices
+    except ImportError:  # (another dask: the nodes as they are)
+        return own
+    return _optimize_slices(fuse_linear_task_spec(own, keys=wanted))
 
 
 def recipes_supported():
