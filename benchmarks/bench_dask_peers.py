@@ -14,8 +14,12 @@ against dask-ml's 'tsqr' (exact) and 'randomized' (n_iter 5). Each row: a warm-u
 then the median of ``--repeats`` (spread too), and the accuracy against a float64
 reference computed chunk-wise on the workers (explained variances or singular values:
 largest relative error of the 16; components: the largest 1 - |cos| to the reference's).
-Without dask-ml installed, only skgpu's rows run. The last row: each peer row's median
-over that of the fastest skgpu row at equal or better accuracy.
+Beside dask-ml's PCA rows, dask's own ``da.linalg.svd_compressed`` on the centred X (the
+route dask-ml's randomized PCA takes, :class:`SvdCompressedPCA`): dask-ml's PCA gathers
+the whole X on one worker (it computes ``delayed(lambda x: x.shape)(X)``), and at 8M x
+256 float64 on 4 workers of 32 GB that kills every worker (``--peers`` picks the rows).
+Without dask-ml installed, only skgpu's and dask's rows run. The last row: each peer
+row's median over that of the fastest skgpu row at equal or better accuracy.
 """
 
 import time
@@ -68,6 +72,27 @@ def _accuracy(values, components, ref):
             "components_max_1_minus_cos": float(np.max(1.0 - np.minimum(cos, 1.0)))}
 
 
+class SvdCompressedPCA:
+    """dask-ml's randomized PCA with dask.array alone: the centred X's
+    ``da.linalg.svd_compressed`` (components and singular values, computed together with
+    the total variance, as dask-ml does), without dask-ml's gather of X."""
+
+    def __init__(self, n_components, n_power_iter, seed=0):
+        self.n_components, self.n_power_iter, self.seed = n_components, n_power_iter, seed
+
+    def fit(self, X):
+        import dask
+        import dask.array as da
+
+        Xc = X - X.mean(axis=0)
+        _, S, V = da.linalg.svd_compressed(Xc, self.n_components,
+                                           n_power_iter=self.n_power_iter, seed=self.seed)
+        S, self.components_, total = dask.compute(S, V, Xc.var(ddof=1, axis=0).sum())
+        self.explained_variance_ = S ** 2 / (X.shape[0] - 1)
+        self.explained_variance_ratio_ = self.explained_variance_ / total
+        return self
+
+
 def _row(results, name, fit, ref_key, ref, repeats, values_attr):
     start = time.perf_counter()
     model, stats = timeit(fit, repeats, warmup=1)
@@ -90,6 +115,10 @@ def main():
                         help="leave out dask-ml's TSQR rows (at 8M x 256 float64 on 4 "
                              "workers of 32 GB, its exact PCA gathers U on one worker "
                              "and kills it)")
+    parser.add_argument("--peers", nargs="+", default=["dask-ml", "dask"],
+                        choices=["dask-ml", "dask", "dask-ml-tsvd-only"],
+                        help="peer rows: dask-ml's, dask's svd_compressed PCA, or dask-ml's "
+                             "TruncatedSVD rows only (not its PCA: see above)")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.features, args.chunks, args.workers, args.threads = (
@@ -109,7 +138,8 @@ def main():
            "setup": {"rows": args.rows, "features": args.features, "chunks": args.chunks,
                      "workers": args.workers, "threads_per_worker": args.threads,
                      "dtype": "float64", "components": K, "estimators": args.estimators,
-                     "peer": "dask-ml" if dml else "none (dask-ml missing)"}}
+                     "peers": args.peers,
+                     "dask-ml": "installed" if dml else "missing"}}
     with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads,
                       processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client, config_context(device="cpu"):
@@ -133,7 +163,7 @@ def main():
                  row("skgpu TruncatedSVD (randomized, n_iter=10)",
                      lambda: TruncatedSVD(K, n_iter=10, random_state=0), "svd",
                      "singular_values_")]
-        if dml is not None:
+        if dml is not None and "dask-ml" in args.peers:
             exact = [] if args.skip_exact_peers else [("full (TSQR, exact)",
                                                        dict(svd_solver="full"))]
             for label, params in exact + [("randomized, iterated_power=0",
@@ -144,6 +174,13 @@ def main():
                 cases.append(row(f"dask-ml PCA {label}",
                                  lambda params=params: dml.PCA(K, **params), "pca",
                                  "explained_variance_"))
+        if "dask" in args.peers:
+            for power in (0, 3):
+                cases.append(row(f"dask PCA svd_compressed, n_power_iter={power} (dask-ml's "
+                                 "randomized route, without its gather of X)",
+                                 lambda power=power: SvdCompressedPCA(K, power), "pca",
+                                 "explained_variance_"))
+        if dml is not None and {"dask-ml", "dask-ml-tsvd-only"} & set(args.peers):
             exact = [] if args.skip_exact_peers else [("tsqr (exact)",
                                                        dict(algorithm="tsqr"))]
             for label, params in exact + [("randomized, n_iter=5",
@@ -159,7 +196,7 @@ def main():
             out = {"case": "ratio: peer median / the fastest skgpu median at equal or "
                            "better accuracy (>= 3 is the target)"}
             rows = [r for r in results if "fit_s" in r]
-            for peer in (r for r in rows if r["case"].startswith("dask-ml ")):
+            for peer in (r for r in rows if not r["case"].startswith("skgpu ")):
                 what = "PCA" if " PCA " in peer["case"] else "TruncatedSVD"
                 ours = [r for r in rows if r["case"].startswith(f"skgpu {what} ")
                         and all(r[e] <= max(peer[e], 1e-12) for e in (
