@@ -307,6 +307,41 @@ def test_persisted_chunks_run_one_task_per_worker(client, rng, dtype, weighted):
                         _tol(dtype))
 
 
+def test_persisted_chunks_one_task_per_worker_thread(rng):
+    """Workers of two threads: each pass is one task per thread of a worker holding
+    chunks (each reading a consecutive run of them there), so no thread idles; the fits
+    equal in-memory ones."""
+    from skgpu.dask import runner
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
+                                       dashboard_address=":0")
+    with cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(2)
+        X, Y = _data(rng, 2200, 8, 2, np.float64)
+        Xd, Yd = client.persist([da.from_array(X, chunks=(200, -1)),
+                                 da.from_array(Y, chunks=(200, -1))])
+        distributed.wait([Xd, Yd])
+        held = client.has_what()
+        expected = sum(min(2, len(keys)) for keys in held.values() if keys)
+        plan = runner.locality_plan(Xd, [Yd])
+        assert len(plan.groups) == expected >= 3
+        assert sorted(i for _, idx in plan.groups for i in idx) == list(range(11))
+        for worker, idx in plan.groups:  # a run of what the worker holds, in order
+            mine = [i for w, ix in plan.groups if w == worker for i in ix]
+            assert idx == mine[mine.index(idx[0]):][:len(idx)]
+        pca, tasks = _count_group_tasks(lambda: PCA(3).fit(Xd))
+        assert tasks == expected
+        ref = PCA(3, svd_solver="covariance_eigh").fit(X)
+        for name in ("components_", "explained_variance_", "mean_"):
+            assert_allclose_rel(getattr(pca, name), getattr(ref, name), 1e-8)
+        cv, tasks = _count_group_tasks(lambda: RidgeCV(alphas=[0.1, 1.0, 10.0]).fit(Xd, Yd),
+                                       moves_data=True)  # (Y persisted apart from X)
+        assert tasks == 2 * expected  # the Gram pass and the LOO pass
+        cv_ref = RidgeCV(alphas=[0.1, 1.0, 10.0]).fit(X, Y)
+        assert_allclose_rel(cv.coef_, cv_ref.coef_, 1e-8)
+        assert_allclose_rel(cv.best_score_, cv_ref.best_score_, 1e-8)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_chunks_on_one_worker(client, rng, dtype, weighted):

@@ -450,7 +450,8 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
     data the two passes are submitted as one graph and the client waits once: each
     group's LOO task starts with the factorisation, from every group's Gram part (no
     task of its own between the passes, so one scheduler round trip fewer), and with
-    all chunks on one worker both passes are a single task (:func:`_loo_task`).
+    all chunks in one group (one worker of one thread) both passes are a single task
+    (:func:`_loo_task`).
 
     The second pass is also the check of the first, as in an in-memory CholeskyQR:
     ``S⁻¹ MᵀM S⁻¹`` is QᵀQ for Q = Xc R⁻¹ (rotated by Ũ), whose distance from I grows
@@ -477,7 +478,7 @@ def ridgecv_loo(X, y, w, alphas, fit_intercept):
     try:
         if plan:
             logger.debug("dask pass: chunk statistics (gram)")
-            # one group (all chunks on one worker): both passes in one task
+            # one group (all chunks on one worker of one thread): both passes in one task
             parts = None if len(plan.groups) == 1 else runner.submit(
                 plan, _chunk_stats, _GRAM_ARGS, _fold_chunks("gram"), _GRAM_OPERATIONS, device)
             out = runner.gather(plan.client, runner.per_group(plan, _loo_task, parts, alphas,

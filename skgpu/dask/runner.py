@@ -1,7 +1,8 @@
 """Running per-chunk work on the active dask scheduler: the machinery, no algorithm.
 
-With a ``dask.distributed`` Client and persisted data, one task per worker runs all the
-chunks that worker holds (:func:`run`, with the locality plan of :func:`locality_plan`);
+With a ``dask.distributed`` Client and persisted data, one task per worker thread runs a
+run of the chunks that worker holds (:func:`run`, with the locality plan of
+:func:`locality_plan`);
 chunks made from a recipe are made and read in runs, a few tasks per thread
 (:func:`recipe_tasks`); otherwise one task per chunk (:func:`chunk_tasks`). Each chunk's
 work selects a backend like an in-memory fit does (CuPy chunks run on the GPU). No
@@ -78,7 +79,7 @@ def host(tree):
     return float(a) if a.ndim == 0 else a
 
 
-# --- running per-chunk work: one task per worker, per run of chunks, or per chunk -------
+# --- running per-chunk work: one task per worker thread, per run of chunks, or per chunk
 def group_task(func, reduce, blocks, vectors, args, device, operations):
     """``func(ops, block, *vector_blocks, *args)`` for each chunk of a group, in order,
     ``ops`` being the chunk's backend. The NumPy arrays among ``args`` (small factors
@@ -122,12 +123,13 @@ def persisted(client, arr, n_blocks):
 class Plan(NamedTuple):
     """Where a persisted X's chunks are: the ``client``, each block's future
     (``blocks``), the vectors' blocks (``vectors``: futures or NumPy slices, one list per
-    vector) and the block indices grouped by the worker that holds them (``groups``)."""
+    vector) and the groups: ``(worker, block indices)`` pairs, each worker's blocks in
+    as many consecutive runs as it has threads (one task each reads them)."""
 
     client: Any
     blocks: list
     vectors: list
-    groups: dict
+    groups: list
 
 
 def locality_plan(X, vectors):
@@ -164,12 +166,32 @@ def locality_plan(X, vectors):
             vecs.append([a[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])])
     if not all(f.done() for f in fx):  # (a wait is a round trip through the event loop)
         wait(fx)
-    who = client.who_has(fx)
-    groups = {}
+    who, threads = _holders_and_threads(client, fx)
+    held = {}
     for i, f in enumerate(fx):
         holders = who.get(f.key) or who.get(str(f.key)) or [None]
-        groups.setdefault(sorted(holders)[0], []).append(i)
+        held.setdefault(sorted(holders)[0], []).append(i)
+    # a worker's threads each read a run of its chunks: one task per worker would leave
+    # all but one idle (dask's workers run NumPy's BLAS on one thread each)
+    groups = [(worker, [int(i) for i in run])
+              for worker, idx in held.items()
+              for run in np.array_split(idx, max(1, min(len(idx), threads.get(worker, 1))))]
     return Plan(client, fx, vecs, groups)
+
+
+def _holders_and_threads(client, futures):
+    """Which workers hold each future (by key) and each worker's thread count, asked of
+    the scheduler together (one round trip, as the client's own ``who_has`` and
+    ``nthreads`` ask each)."""
+    import asyncio
+
+    keys = list({f.key for f in futures})
+
+    async def ask():
+        return await asyncio.gather(client.scheduler.who_has(keys=keys),
+                                    client.scheduler.ncores())
+
+    return client.sync(ask)
 
 
 def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), plan=None,
@@ -179,9 +201,9 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
     of chunks (fold them with ``reduce`` once more on the client). ``operations``: what
     ``func`` needs of a backend (it picks the GPU for CuPy chunks, as in memory).
 
-    X persisted on a ``dask.distributed`` cluster: one task per worker, pinned to it,
-    runs all the chunks that worker holds (no data moves, and the scheduler sees a
-    handful of tasks instead of one per chunk). Otherwise, on whatever scheduler is
+    X persisted on a ``dask.distributed`` cluster: one task per worker thread, pinned to
+    the worker, runs a run of the chunks that worker holds (no data moves, and the
+    scheduler sees a handful of tasks instead of one per chunk). Otherwise, on whatever scheduler is
     active, a few tasks per thread each making and reading a run of chunks
     (:func:`recipe_tasks`), or one task per chunk (:func:`chunk_tasks`, where the
     recipe holds futures). ``plan``: a :func:`locality_plan` made for
@@ -202,7 +224,7 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
     if reduce is not None:
         return out
     groups = plan.groups
-    order = [i for idx in groups.values() for i in idx]
+    order = [i for _, idx in groups for i in idx]
     results = [None] * len(plan.blocks)
     for i, r in zip(order, [r for res in out for r in res]):
         results[i] = r
@@ -422,7 +444,7 @@ def per_group(plan, task, *args):
     fx, vecs, groups = plan.blocks, plan.vectors, plan.groups
     task = dask.delayed(task, pure=False)
     tasks = []
-    for worker, idx in groups.items():
+    for worker, idx in groups:
         where = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
         with dask.annotate(**where):
             tasks.append(task([fx[i] for i in idx], [[v[i] for i in idx] for v in vecs],
