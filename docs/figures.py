@@ -53,6 +53,11 @@ _REFINED = "ridgecv_speed_refined_h200.json"
 _STREAMED1 = {"case": "streamed, never persisted", "source": "normal"}
 _STREAMED_HASH = {"case": "streamed, never persisted", "source": "hash"}
 _PEERS_TSVD = "dask_peers_tsvd_2m_h200_cpu.json"
+_PEERS8M = "dask_peers_8m_h200_cpu.json"
+_SVDC = "dask PCA svd_compressed, n_power_iter={} (dask-ml's randomized route, without its " \
+    "gather of X)"
+_RATIO = "ratio: peer median"
+_SHARED_MPS = "dask_shared_gpu_mps_h200.json"
 RECORDS = {
     "threads-gp-pool": (_THREADS, {"case": _GP300, "mode": "one at a time",
                                    "blas_management": "off (before)"},
@@ -95,6 +100,24 @@ RECORDS = {
                    "x"),
     "shared-ridgecv": ("dask_shared_gpu_h200.json", "two-worker time over one-worker",
                        "ridgecv", "x"),
+    "peers8m-pca": (_PEERS8M, "skgpu PCA", "fit_s.median_s", "s"),
+    "peers8m-svdc0": (_PEERS8M, _SVDC.format(0), "fit_s.median_s", "s"),
+    "peers8m-svdc0-err": (_PEERS8M, _SVDC.format(0), "values_max_rel_err", "e"),
+    "peers8m-svdc0-ratio": (_PEERS8M, _RATIO, _SVDC.format(0) + ".ratio", "x"),
+    "peers8m-svdc3": (_PEERS8M, _SVDC.format(3), "fit_s.median_s", "s"),
+    "peers8m-svdc3-err": (_PEERS8M, _SVDC.format(3), "values_max_rel_err", "e"),
+    "peers8m-svdc3-ratio": (_PEERS8M, _RATIO, _SVDC.format(3) + ".ratio", "x"),
+    "peers8m-tsvd10": (_PEERS8M, "skgpu TruncatedSVD (randomized, n_iter=10)",
+                       "fit_s.median_s", "s"),
+    "peers8m-tsvd10-err": (_PEERS8M, "skgpu TruncatedSVD (randomized, n_iter=10)",
+                           "values_max_rel_err", "e"),
+    "peers8m-tsvd-dml": (_PEERS8M, "dask-ml TruncatedSVD randomized", "fit_s.median_s", "s"),
+    "peers8m-tsvd-dml-err": (_PEERS8M, "dask-ml TruncatedSVD randomized",
+                             "values_max_rel_err", "e"),
+    "peers8m-tsvd-ratio": (_PEERS8M, _RATIO, "dask-ml TruncatedSVD randomized, n_iter=5.ratio",
+                           "x"),
+    "shared-mps-pca": (_SHARED_MPS, "two-worker time over one-worker", "pca", "x"),
+    "shared-mps-ridgecv": (_SHARED_MPS, "two-worker time over one-worker", "ridgecv", "x"),
     "streamed-ridgecv": ("dask_streamed_h200.json", _STREAMED1,
                          "ridgecv_s.median_s", "s"),
     "refined-before": (_REFINED, "call 2", "before_1 target cond 1e10.median_s", "s"),

@@ -117,17 +117,20 @@ def main():
                         help="NumPy chunks (a check of the probe itself, small --rows)")
     parser.add_argument("--label", default="", help="recorded with the results (e.g. 'MPS')")
     args = parser.parse_args()
-    rows = {}
+    label = f" ({args.label})" if args.label else ""
+    results, medians = [], {}
     for n_proc in (1, 2):
         times = run(n_proc, args.rows, args.chunks, args.repeats, not args.cpu)
-        rows[n_proc] = {"processes": n_proc, "total": _summary(times, "total_s"),
-                        "gram_pass_end": _summary(times, "gram_s"), "rounds": times}
-    ratio = {k: rows[2][k]["median_s"] / rows[1][k]["median_s"]
-             for k in ("total", "gram_pass_end")}
-    doc = {"machine": machine(), "label": args.label,
-           "command": " ".join(sys.argv),
-           "rows": args.rows, "chunks": args.chunks,
-           "results": [rows[1], rows[2], {"two over one": ratio}]}
+        row = {"case": f"RidgeCV's two passes, {n_proc} process(es), no dask{label}",
+               "processes": n_proc, "total_s": _summary(times, "total_s"),
+               "gram_pass_end_s": _summary(times, "gram_s"), "rounds": times}
+        medians[n_proc] = {k: row[k]["median_s"] for k in ("total_s", "gram_pass_end_s")}
+        results.append(row)
+    results.append({"case": f"two processes' time over one process's{label}",
+                    **{k[:-2]: medians[2][k] / medians[1][k] for k in medians[1]}})
+    doc = {"machine": machine(), "command": " ".join(sys.argv),
+           "setup": {"rows": args.rows, "chunks": args.chunks, "label": args.label},
+           "results": results}
     print(json.dumps(doc, indent=1, default=str))
 
 
