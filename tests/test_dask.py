@@ -324,7 +324,7 @@ def test_persisted_chunks_one_task_per_worker_thread(rng):
         held = client.has_what()
         expected = sum(min(2, len(keys)) for keys in held.values() if keys)
         plan = runner.locality_plan(Xd, [Yd])
-        assert len(plan.groups) == expected >= 3
+        assert len(plan.groups) == expected >= 2  # (two at least: 11 chunks, 2 threads)
         assert sorted(i for _, idx in plan.groups for i in idx) == list(range(11))
         for worker, idx in plan.groups:  # a run of what the worker holds, in order
             mine = [i for w, ix in plan.groups if w == worker for i in ix]

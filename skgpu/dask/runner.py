@@ -203,8 +203,8 @@ def run(func, X, vectors=(), args=(), reduce=None, *, operations=("matmul",), pl
 
     X persisted on a ``dask.distributed`` cluster: one task per worker thread, pinned to
     the worker, runs a run of the chunks that worker holds (no data moves, and the
-    scheduler sees a handful of tasks instead of one per chunk). Otherwise, on whatever scheduler is
-    active, a few tasks per thread each making and reading a run of chunks
+    scheduler sees a handful of tasks instead of one per chunk). Otherwise, on whatever
+    scheduler is active, a few tasks per thread each making and reading a run of chunks
     (:func:`recipe_tasks`), or one task per chunk (:func:`chunk_tasks`, where the
     recipe holds futures). ``plan``: a :func:`locality_plan` made for
     this X and these vectors (False: there is none), so that the passes of one fit ask
