@@ -119,6 +119,8 @@ def main():
                         choices=["dask-ml", "dask", "dask-ml-tsvd-only"],
                         help="peer rows: dask-ml's, dask's svd_compressed PCA, or dask-ml's "
                              "TruncatedSVD rows only (not its PCA: see above)")
+    parser.add_argument("--svd-compressed-powers", type=int, nargs="+", default=[0, 3],
+                        help="n_power_iter of dask's svd_compressed PCA rows")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.features, args.chunks, args.workers, args.threads = (
@@ -175,7 +177,7 @@ def main():
                                  lambda params=params: dml.PCA(K, **params), "pca",
                                  "explained_variance_"))
         if "dask" in args.peers:
-            for power in (0, 3):
+            for power in args.svd_compressed_powers:
                 cases.append(row(f"dask PCA svd_compressed, n_power_iter={power} (dask-ml's "
                                  "randomized route, without its gather of X)",
                                  lambda power=power: SvdCompressedPCA(K, power), "pca",
