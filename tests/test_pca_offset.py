@@ -106,14 +106,14 @@ def test_streamed_gpu_pass_needs_no_second_pass(monkeypatch, caplog, offset):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [1e6, 1e9])
 def test_shifted_blocks_on_the_cpu(monkeypatch, sparse, dtype, offset):
-    """The CPU forms the shifted data in one buffer written again, block after block
-    (here 7 rows each, the last block partial): exact as one block."""
+    """The shifted data formed block after block (here 7 rows each, the last block
+    partial) on the CPU: exact as one block."""
     from skgpu.backends import _common
 
     if dtype == np.float32 and offset > 1e6:
         pytest.skip("float32 keeps no spread beside an offset of 1e9")
     X = _data(7, offset, dtype, n=103, p=5)
-    monkeypatch.setattr(_common, "_SHIFT_BLOCK_BYTES_CPU", 7 * 5 * X.itemsize)
+    monkeypatch.setattr(_common, "_SHIFT_BLOCK_BYTES", 7 * 5 * X.itemsize)
     with skgpu.config_context(device="cpu"):
         pca = PCA(svd_solver="covariance_eigh").fit(sp.csr_matrix(X) if sparse else X)
     _compare(pca, X.astype(np.float64), rtol=1e-13 if dtype == np.float64 else 2e-5)

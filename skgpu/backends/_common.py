@@ -109,13 +109,8 @@ def exact_constant_columns(X, mean, C, n_samples):
 #: ratio (a mean more than four standard deviations from zero) the matrix is formed
 #: from data shifted by the mean instead.
 CANCELLATION_RATIO = 16.0
-#: Bytes of the shifted row block formed at a time by :func:`accurate_centred_gram`: on
-#: the GPU a new block each time; on the CPU smaller, in one buffer written again (a new
-#: block faults in every page, and a block the product reads at once is still in cache:
-#: 125,000 x 256 float64 on one core of a 2-core machine, a median of 316 ms before,
-#: 228-265 ms in two runs after).
+#: Bytes of the shifted row block formed at a time by :func:`accurate_centred_gram`.
 _SHIFT_BLOCK_BYTES = 1 << 26
-_SHIFT_BLOCK_BYTES_CPU = 1 << 23
 #: Rows of X's head whose spread is compared with the mean before the one-pass formula.
 _HEAD_ROWS = 1024
 
@@ -183,16 +178,12 @@ def _shifted_gram(ops, X, mean, n, sparse, seen_in):
     shift = ops.asarray(mean, dtype=dt)
     G = xp.zeros((p, p), dtype=dt)
     sums = xp.zeros(p, dtype=np.float64)
-    block_bytes = _SHIFT_BLOCK_BYTES if ops.is_gpu else _SHIFT_BLOCK_BYTES_CPU
-    rows = int(max(1, block_bytes // max(1, p * dt.itemsize)))
-    buffer = None if ops.is_gpu else np.empty((min(rows, X.shape[0]), p), dtype=dt)
+    rows = int(max(1, _SHIFT_BLOCK_BYTES // max(1, p * dt.itemsize)))
     for start in range(0, X.shape[0], rows):
         block = X[start:start + rows]
         if sparse:
             block = block.toarray()
-        block = ops.asarray(block, dtype=dt)
-        block = (xp.subtract(block, shift, dtype=dt) if buffer is None else
-                 np.subtract(block, shift, dtype=dt, out=buffer[:block.shape[0]]))
+        block = xp.subtract(ops.asarray(block, dtype=dt), shift, dtype=dt)
         G += ops.matmul(block.T, block)
         sums += block.sum(axis=0, dtype=np.float64)
     delta = sums / n
