@@ -98,8 +98,8 @@ def _made_ahead_task(recipe, external, func, reduce, args, device, operations):
 
 def _made(n, source):
     for i in range(n):
-        X = bds._x_of(i, CHUNK, P, 0, True, source)
-        yield X, [bds._y_of(X, i, 0, source), None]
+        X, y = bds._block(i, CHUNK, P, 0, True, source)
+        yield X, [y, None]
 
 
 def _passes(chunks):
