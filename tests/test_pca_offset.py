@@ -14,7 +14,7 @@ from skgpu_testing import exact_covariance
 import skgpu
 from skgpu.decomposition import PCA
 
-from .conftest import DEVICES
+from conftest import DEVICES
 
 OFFSETS = [0.0, 1e3, 1e6, 1e9, 1e12]
 
