@@ -15,11 +15,14 @@ worker thread: two runs of chunks), with and without making ahead; RidgeCV's who
 (``--trace-only``: that alone). One JSON document on stdout (a warm-up, then the median
 of 5).
 
-Found on the H200 (``results/dask_stream_overlap_{normal,hash}_h200.json``, 24 chunks):
+Found on the H200 (24 chunks; ``results/dask_stream_overlap_{normal,hash}_h200.json``,
+and the first run, with the prototype inside the runner, in ``results/history/``):
 
-- Making ahead saves nothing in whole fits (-3 % to +3 %; 8 % on PCA's pass alone):
-  the normal draws and the Gram products each fill the GPU. The runner makes chunks in
-  turn.
+- Making ahead saves little in whole fits, and not the same from one lent machine to the
+  next: -3 % to +3 % in the first run; in the second +1 % (hash source), -2 % (RidgeCV,
+  normal draws) and -12 % (PCA, normal draws: 151 -> 132 ms; its pass alone still 0.63 x
+  the persisted pass). The normal draws and the Gram products each fill most of the GPU. The runner
+  makes chunks in turn.
 - RidgeCV's passes inside its fit took 2.3 ms per chunk more than the same passes
   here: the benchmark's y was ``X.map_blocks(f, drop_axis=1)``, and dask hands ``f`` a
   copy of each X chunk (it concatenates the dropped axis's blocks, one block too). The
