@@ -410,6 +410,34 @@ def test_large_offsets_fit_as_in_memory(client, offset):
     assert ours.mean_[1] == 3e9
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_not_finite_past_an_offset_chunks_head(monkeypatch, client, bad):
+    """A NaN or infinity past the head of a chunk with an offset (where the head alone
+    sends the chunk to the shifted Gram matrix) gets the in-memory error, the fit
+    intact, and the chunk's pass on the CPU warns of nothing."""
+    from skgpu.backends import _common
+    from skgpu.backends._cpu import CPUBackend
+    from skgpu.dask import linalg
+
+    monkeypatch.setattr(_common, "_HEAD_ROWS", 3)
+    X, _ = _data(2, n=300, p=4)
+    X += 1e6
+    est = PCA(3).fit(da.from_array(X, chunks=(100, -1)))
+    state = _fitted_state(est)
+    Xb = X.copy()
+    Xb[250, 1] = bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stats = linalg._chunk_stats(CPUBackend(), Xb[200:], None, None, "gram", np.float64)
+    assert stats.factor is None and not np.all(np.isfinite(stats.mean))
+    with pytest.raises(ValueError) as in_memory:
+        PCA(3).fit(Xb)
+    with pytest.raises(ValueError) as ours:
+        est.fit(da.from_array(Xb, chunks=(100, -1)))
+    assert str(ours.value) == str(in_memory.value)
+    _assert_state(est, state)
+
+
 @pytest.mark.parametrize("name", ["ridge", "ridgecv"])
 @pytest.mark.parametrize("offset", [1e6, 1e9])
 @pytest.mark.parametrize("weights", [False, True])
