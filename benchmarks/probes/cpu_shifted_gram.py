@@ -25,7 +25,12 @@ function with 2 MiB blocks took 517 ms with its mean taken first, 324 ms with it
 taken with the shifted Gram (one read; the two on different lent machines). Neither change made the 8M × 256 fit of ``bench_dask_peers.py`` faster
 (3.67 s before, 3.86–4.37 s after on one machine; ``results/history/
 dask_peers_8m_cpu_pass_trials_h200_cpu.json``): that fit is not bound by its chunks'
-arithmetic, and both were backed out.
+arithmetic, and both were backed out. The probe's threads share one process, where
+the page faults of freshly allocated blocks contend (the cluster's workers are four
+processes), so its per-chunk times need not be a fit's. On the 2-core machine (one
+worker × 2 threads, 1,000,000 × 256 in 8 chunks) the fit took 1.63 s and the chunk
+function over the same chunks on that worker 1.54–1.92 s: there the fit is its chunks'
+arithmetic.
 """
 
 import argparse
