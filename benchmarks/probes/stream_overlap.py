@@ -21,8 +21,8 @@ and the first run, with the prototype inside the runner, in ``results/history/``
 - Making ahead saves little in whole fits, and not the same from one lent machine to the
   next: -3 % to +3 % in the first run; in the second +1 % (hash source), -2 % (RidgeCV,
   normal draws) and -12 % (PCA, normal draws: 151 -> 132 ms; its pass alone still 0.63 x
-  the persisted pass). The normal draws and the Gram products each fill most of the GPU. The runner
-  makes chunks in turn.
+  the persisted pass). The normal draws and the Gram products each fill most of the
+  GPU. The runner makes chunks in turn.
 - RidgeCV's passes inside its fit took 2.3 ms per chunk more than the same passes
   here: the benchmark's y was ``X.map_blocks(f, drop_axis=1)``, and dask hands ``f`` a
   copy of each X chunk (it concatenates the dropped axis's blocks, one block too). The
