@@ -110,7 +110,7 @@ def main():
                      "dtype": "float64", "library_block_kib": library_block >> 10},
            "results": rows}
 
-    def case(name, func, chunks=chunks):
+    def case(name, func):
         rows.append({"case": name, "per_chunk_s": _rounds(func, chunks, args.repeats)})
 
     try:
