@@ -61,3 +61,23 @@ def test_dask_fit_finds_the_singular_values_far_from_the_origin(client, seed, ro
     np.testing.assert_allclose(svd.singular_values_, exact, rtol=1e-5)
     np.testing.assert_allclose(svd.explained_variance_,
                                _exact_projection_variances(X, svd.components_), rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_overflowing_variance_is_infinite_as_in_scikit_learn(seed, device, sparse):
+    """Finite X whose variances exceed float64's range: inf (numpy's var), never the
+    inf - inf of a one-pass formula; the ratio is inf / inf as scikit-learn's is."""
+    import scipy.sparse as sp
+    from sklearn.decomposition import TruncatedSVD as SkTruncatedSVD
+
+    X = np.random.default_rng(seed).uniform(0.5, 1.0, (60, 5)) * 1e300
+    X = sp.csr_matrix(X) if sparse else X
+    with np.errstate(over="ignore", invalid="ignore"):
+        with skgpu.config_context(device=device):
+            svd = TruncatedSVD(2, random_state=seed).fit(X)
+        reference = SkTruncatedSVD(2, random_state=seed).fit(X)
+    assert np.isposinf(reference.explained_variance_).all()
+    np.testing.assert_array_equal(svd.explained_variance_, reference.explained_variance_)
+    assert np.isnan(svd.explained_variance_ratio_).all()
+    np.testing.assert_allclose(svd.singular_values_, reference.singular_values_, rtol=1e-8)

@@ -207,6 +207,8 @@ class SupernodalForward:
         yᵀ, shared)`` with each supernode's solution for the chunk's rows k0:k1
         (``shared``: a supernode every sub-batch reaches, solved for the whole chunk)."""
         m = B.shape[0]
+        if not m:  # no row reaches the factor: nothing to solve
+            return
         bounds, owner = self.bounds, self.owner
         batches = [(k, min(m, k + SUB_BATCH)) for k in range(0, m, SUB_BATCH)]
         reaches = [self._reach(owner[B.indices[B.indptr[k0]:B.indptr[k1]]])

@@ -73,8 +73,12 @@ def _variances(ops, X, Vt, Xt):
         t2 += ones @ (T * T)
     d1 /= n
     t1 /= n
-    return (xp.maximum(t2 / n - t1 * t1, 0.0),
-            max(float(d2) / n - float(d1 @ d1), 0.0))
+    # a sum of squares past the float64 range is a variance past it (the shifted means
+    # are small against the spread), as numpy's var reports it: inf, not inf - inf
+    explained = xp.where(xp.isinf(t2), xp.inf, xp.maximum(t2 / n - t1 * t1, 0.0))
+    d2 = float(d2)
+    total = d2 if np.isinf(d2) else max(d2 / n - float(d1 @ d1), 0.0)
+    return explained, total
 
 
 def _column_variances(ops, A):
