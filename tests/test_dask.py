@@ -40,14 +40,33 @@ def test_pca(client, rng, dtype, chunk):
                         ref.transform(X), _tol(dtype))
 
 
-@pytest.fixture(params=["gram", "passes"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2000, 12), (90, 30)])
+def test_pca_full_and_auto_as_in_memory(client, rng, dtype, shape):
+    """'full': the SVD of the centred chunks' TSQR factor, as exact as the in-memory SVD
+    of the centred X; 'auto' resolves by the in-memory rules (the short X: 'full')."""
+    X, _ = _data(rng, *shape, 1, dtype)
+    X[:, 0] = X[:, 0] * 1e-7 + 1e6  # a column whose spread is 1e-13 of its value
+    Xd = da.from_array(X, chunks=(shape[0] // 3 + 1, -1))
+    for solver in ("full", "auto"):
+        ours = PCA(n_components=5, svd_solver=solver).fit(Xd)
+        ref = PCA(n_components=5, svd_solver=solver).fit(X)
+        assert ours.solver_ == ref.solver_
+        assert ours.backend_ == "dask" and ours.components_.dtype == dtype
+        for name in ("components_", "explained_variance_", "explained_variance_ratio_",
+                     "singular_values_", "mean_", "noise_variance_"):
+            assert_allclose_rel(getattr(ours, name), getattr(ref, name), _tol(dtype))
+    assert ours.solver_ == ("covariance_eigh" if shape[0] >= 10 * shape[1] else "full")
+
+
+@pytest.fixture(params=["factor", "passes"])
 def randomized_route(request, monkeypatch):
-    """The randomized fits' two routes over chunks: on the Gram matrix of one pass
+    """The randomized fits' two routes over chunks: on the R factor of one TSQR pass
     (where it pays, as for these small feature counts) or one pass per product."""
     from skgpu.dask import linalg
 
     if request.param == "passes":
-        monkeypatch.setattr(linalg, "GRAM_MAX_FEATURES", 0)
+        monkeypatch.setattr(linalg, "FACTOR_MAX_FEATURES", 0)
     return request.param
 
 
@@ -88,9 +107,9 @@ def test_truncated_svd(client, rng, dtype, n_iter, seed, randomized_route):
     assert ours_err <= 2 * ref_err + 10 * np.finfo(dtype).eps
 
 
-def test_randomized_fits_read_x_once_on_the_gram_route(client, rng, randomized_route,
-                                                        monkeypatch):
-    """The Gram route makes one pass over X (no power-iteration pass); the other makes
+def test_randomized_fits_read_x_once_on_the_factor_route(client, rng, randomized_route,
+                                                          monkeypatch):
+    """The factor route makes one pass over X (no power-iteration pass); the other makes
     one per product. (Passes counted on the client, where they are submitted.)"""
     from skgpu.dask import runner
 
@@ -105,7 +124,7 @@ def test_randomized_fits_read_x_once_on_the_gram_route(client, rng, randomized_r
     Xd = da.from_array(rng.standard_normal((900, 20)), chunks=(300, -1))
     TruncatedSVD(3, n_iter=4, random_state=0).fit(Xd)
     PCA(3, svd_solver="randomized", random_state=0).fit(Xd)
-    if randomized_route == "gram":
+    if randomized_route == "factor":
         assert passes == ["_chunk_stats", "_chunk_stats"]
     else:
         assert passes.count("_power_block") == 2 * (4 + 1) and "_chunk_stats" not in passes
@@ -180,8 +199,6 @@ def test_clear_errors(client, rng):
     Xd = da.from_array(X, chunks=(200, -1))
     with pytest.raises(ValueError, match="svd_solver='arpack' needs the whole matrix"):
         PCA(2, svd_solver="arpack").fit(Xd)
-    with pytest.raises(ValueError, match="svd_solver='full' needs the whole matrix"):
-        PCA(2, svd_solver="full").fit(Xd)
     with pytest.raises(ValueError, match="use solver='auto' or 'cholesky'"):
         Ridge(solver="lsqr").fit(Xd, Y[:, 0])
     with pytest.raises(ValueError, match="supports cv=None"):
@@ -212,6 +229,10 @@ def _check_all_estimators(cp, rng, dtype, rows, persist=False):
     ref = PCA(n_components=4, svd_solver="covariance_eigh").fit(X)
     for name in ("components_", "explained_variance_", "mean_"):
         assert_allclose_rel(getattr(pca, name), getattr(ref, name), _tol(dtype))
+    full = PCA(n_components=4, svd_solver="full").fit(Xd)
+    ref_full = PCA(n_components=4, svd_solver="full").fit(X)
+    for name in ("components_", "singular_values_", "mean_"):
+        assert_allclose_rel(getattr(full, name), getattr(ref_full, name), _tol(dtype))
     Z = pca.transform(Xd)
     assert isinstance(Z, da.Array) and Z.chunks[0] == Xd.chunks[0]
     Zc = Z.compute()

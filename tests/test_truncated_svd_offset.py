@@ -42,7 +42,7 @@ def test_explained_variance_is_exact_far_from_the_origin(seed, device, algorithm
     np.testing.assert_allclose(svd.explained_variance_ratio_, exact / total, rtol=rtol)
 
 
-@pytest.mark.parametrize("route", ["gram", "passes"])
+@pytest.mark.parametrize("route", ["factor", "passes"])
 @pytest.mark.parametrize("offset", [1e3, 1e6])
 def test_dask_fit_finds_the_singular_values_far_from_the_origin(client, seed, route,
                                                                 offset, monkeypatch):
@@ -53,7 +53,7 @@ def test_dask_fit_finds_the_singular_values_far_from_the_origin(client, seed, ro
     from skgpu.dask import linalg
 
     if route == "passes":
-        monkeypatch.setattr(linalg, "GRAM_MAX_FEATURES", 0)
+        monkeypatch.setattr(linalg, "FACTOR_MAX_FEATURES", 0)
     X = _data(seed, np.float32, offset)
     exact = np.linalg.svd(X.astype(np.float64), compute_uv=False)[:4]
     svd = TruncatedSVD(4, n_iter=7, random_state=seed).fit(

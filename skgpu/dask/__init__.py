@@ -14,6 +14,7 @@ from .input import DaskInput, InvalidChunks, map_rows, prepare_dask_fit
 from .linalg import (
     column_and_projection_variances,
     pca_covariance,
+    pca_r_factor,
     pca_randomized,
     randomized_svd,
     ridge_normal_equations,
@@ -23,6 +24,6 @@ from .linalg import (
 
 __all__ = [
     "DaskInput", "InvalidChunks", "map_rows", "prepare_dask_fit",
-    "column_and_projection_variances", "pca_covariance", "pca_randomized", "randomized_svd",
+    "column_and_projection_variances", "pca_covariance", "pca_r_factor", "pca_randomized", "randomized_svd",
     "ridge_normal_equations", "ridgecv_loo", "truncated_svd",
 ]

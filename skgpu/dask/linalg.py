@@ -335,6 +335,17 @@ def pca_covariance(X):
     return whole.n, whole.mean, whole.factor / (whole.n - 1)
 
 
+def pca_r_factor(X):
+    """(n, mean, R) of a row-chunked dask X, with RᵀR the centred Gram matrix XcᵀXc, in
+    one pass of chunked R factors (TSQR, each chunk centred by its own mean, folded
+    exactly): the SVD of R is that of Xc (its singular values and right vectors), as
+    accurate as the in-memory 'full' solver's, where a Gram matrix squares the
+    condition."""
+    check_row_chunked(X)
+    whole = _combined_stats(X, None, None, True, "r")
+    return whole.n, whole.mean, whole.factor
+
+
 def ridge_normal_equations(X, y, w, fit_intercept):
     """XcᵀWXc, XcᵀWyc and the means, in one pass of chunked Gram blocks."""
     check_row_chunked(X)
@@ -573,39 +584,39 @@ def _means(run):
     return n, sum(part.sums for part in parts) / n
 
 
-#: The largest feature count whose Gram matrix a randomized fit gathers in place of its
+#: The largest feature count whose R factor a randomized fit gathers in place of its
 #: passes (a float64 p x p partial per worker group: 128 MiB at 4,096).
-GRAM_MAX_FEATURES = 4096
+FACTOR_MAX_FEATURES = 4096
 
 
 def _n_iter(n_iter, k, n, p):
     return (7 if k < 0.1 * min(n, p) else 4) if n_iter == "auto" else n_iter
 
 
-def gram_pays(shape, k, *, n_oversamples, n_iter, passes_after=2):
-    """Whether a randomized fit of a row-chunked X of ``shape`` runs on a factor of X's
-    Gram matrix (one pass over X) rather than over X once per power iteration: where the
-    Gram's n·p² multiply-adds are no more than the n·p·(k + n_oversamples) of each of
-    the passes it replaces (the power iterations, the final range's two and
-    ``passes_after`` more for the variances), and the p × p matrix is small
-    (:data:`GRAM_MAX_FEATURES`). The passes' own cost, a scheduler round trip and a read
+def factor_pays(shape, k, *, n_oversamples, n_iter, passes_after=2):
+    """Whether a randomized fit of a row-chunked X of ``shape`` runs on a small factor F
+    of X (FᵀF = XᵀX, from one TSQR pass) rather than over X once per power iteration:
+    where the TSQR's ~2·n·p² multiply-adds are no more than the 2·n·p·(k + n_oversamples)
+    of each of the passes it replaces (the power iterations, the final range's two and
+    ``passes_after`` more for the variances), and the p × p factor is small
+    (:data:`FACTOR_MAX_FEATURES`). The passes' own cost, a scheduler round trip and a read
     of every chunk each, is saved on top."""
     n, p = shape
     passes = _n_iter(n_iter, k, n, p) + 2 + passes_after
-    return p <= GRAM_MAX_FEATURES and p <= 2 * passes * (k + n_oversamples)
+    return p <= FACTOR_MAX_FEATURES and p <= passes * (k + n_oversamples)
 
 
 def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
     """PCA by the randomized SVD of the implicitly centred X (each chunk centred where it
-    lives): (n, mean, S, Vt, total variance). Where :func:`gram_pays`, from the factor of
-    the centred Gram matrix of one pass (mean and total variance from the same pass)."""
+    lives): (n, mean, S, Vt, total variance). Where :func:`factor_pays`, on the R factor
+    of the centred X from one TSQR pass (mean and total variance from the same pass)."""
     check_row_chunked(X)
-    if gram_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
-        whole = _combined_stats(X, None, None, True, "gram")
+    if factor_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
+        whole = _combined_stats(X, None, None, True, "r")
+        R = whole.factor
         S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
-                               random_state=random_state,
-                               factor=_gram_factor(whole.factor))
-        return whole.n, whole.mean, S, Vt, float(np.trace(whole.factor)) / (whole.n - 1)
+                               random_state=random_state, factor=_data_factor(R))
+        return whole.n, whole.mean, S, Vt, float(np.vdot(R, R)) / (whole.n - 1)
     run = runner.for_fit(X)
     n, mean = _means(run)
     S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
@@ -616,20 +627,21 @@ def pca_randomized(X, k, *, n_oversamples, n_iter, random_state):
 
 def truncated_svd(X, k, *, n_oversamples, n_iter, random_state):
     """TruncatedSVD's randomized fit: (S, Vt, Σ_j var(X[:, j]), var(X Vᵀ) per
-    component), the variances with ddof 0. Where :func:`gram_pays`, everything comes from
-    one pass: the centred Gram XcᵀXc and the mean give the factor of XᵀX = XcᵀXc + n·μμᵀ
-    for the SVD (:func:`_gram_factor`), trace(XcᵀXc)/n and diag(V XcᵀXc Vᵀ)/n for the
+    component), the variances with ddof 0. Where :func:`factor_pays`, everything comes
+    from one TSQR pass: the R of the centred X and the mean give the factor of
+    XᵀX = RᵀR + n·μμᵀ for the SVD (:func:`_data_factor`), ‖R‖²/n and ‖R vⱼ‖²/n for the
     variances. Else the randomized SVD's passes over X and two more for the
     variances."""
     check_row_chunked(X)
-    if gram_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
-        whole = _combined_stats(X, None, None, True, "gram")
-        C, n = whole.factor, whole.n
+    if factor_pays(X.shape, k, n_oversamples=n_oversamples, n_iter=n_iter):
+        whole = _combined_stats(X, None, None, True, "r")
+        R, n = whole.factor, whole.n
         S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
                                random_state=random_state,
-                               factor=_gram_factor(C, n, whole.mean))
-        explained = np.einsum("ij,jk,ik->i", Vt, C, Vt) / n
-        return S, Vt, float(np.trace(C)) / n, explained
+                               factor=_data_factor(R, n, whole.mean))
+        RV = R @ Vt.T
+        explained = np.einsum("ij,ij->j", RV, RV) / n
+        return S, Vt, float(np.vdot(R, R)) / n, explained
     S, Vt = randomized_svd(X, k, n_oversamples=n_oversamples, n_iter=n_iter,
                            random_state=random_state)
     full_var, explained = column_and_projection_variances(X, Vt.T)
@@ -648,7 +660,7 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
     (:func:`_chunk`). Returns (S, Vt) of the top ``k``.
 
     ``factor``: a small matrix F with FᵀF = XᵀX (X centred for PCA) where the caller
-    made one from a single pass (:func:`gram_pays`): the same steps then run on F in
+    made one from a single pass (:func:`factor_pays`): the same steps then run on F in
     memory, and X is not read again (X Q and F Q have the same Gram matrix, so XᵀY,
     YᵀY and the R of X Q are F's).
     """
@@ -682,36 +694,65 @@ def randomized_svd(X, k, *, n_oversamples, n_iter, random_state, mean=None, run=
         def range_r(Q):
             return cpu.qr_r(np.vstack(run(_range_r_block, args=(Q, mean),
                                           operations=("matmul", "qr_r"))))
-    return _sketch(power, range_r, Q, k, n_iter, cpu)
+    return _sketch(power, range_r, Q, k, n_iter, cpu, passes_free=factor is not None)
 
 
-def _sketch(power, range_r, Q, k, n_iter, cpu):
+def _sketch(power, range_r, Q, k, n_iter, cpu, *, passes_free=False):
     """:func:`randomized_svd`'s steps, given ``power(Q) = (XᵀY, YᵀY)`` for Y = X Q and
-    ``range_r(Q)``, the R factor of X Q (float64)."""
+    ``range_r(Q)``, the R factor of X Q (float64).
+
+    A power iteration takes one pass while it can: Q = qr(XᵀY M), M from YᵀY's
+    eigendecomposition. YᵀY holds Y's squared singular values, rounded to ε·λ₁, and XᵀY
+    carries rounding of ε·σ₁² in every direction; so a direction of X below ~√ε·σ₁
+    (an offset's σ₁ against the spread, column scales far apart) is lost there, where
+    the in-memory fit keeps it. Once Y's condition passes ε^(-1/4) (its squared rounding
+    above √ε of the span), the iterations take two passes each, as the final range
+    does: the R of X Q (TSQR), then Xᵀ X Q M with M from R's SVD, whose rounding is
+    ε·σ₁ (not squared), as the in-memory QR's. ``passes_free``: the steps run on a small
+    factor in memory, so every iteration takes the accurate form."""
     eps = np.finfo(np.float64).eps
-    tiny = np.finfo(np.float64).tiny
+    accurate = passes_free
     for _ in range(n_iter):
-        Z, G = power(Q)
-        if not np.all(np.isfinite(G)):
-            raise InvalidChunks()
-        lam, W = np.linalg.eigh(G)
-        lam, W = lam[::-1], W[:, ::-1]
-        # YᵀY is exact to ~ε·λ₁ (rounding of the Gram sums), no further
-        keep = max(1, int(np.count_nonzero(lam > lam[0] * len(lam) * eps)))
-        Q = np.linalg.qr(Z @ (W[:, :keep] / np.sqrt(np.maximum(lam[:keep], tiny))))[0]
-    # the range's basis: from the SVD R = U S Wᵀ of X Q's R factor, M = W S⁻¹ over the
-    # singular values above rounding (a rank-deficient X Q, say with a constant column,
-    # keeps its rank)
-    R = range_r(Q)
-    if not np.all(np.isfinite(R)):
-        raise InvalidChunks()
-    _, s, Wt = np.linalg.svd(R)
-    keep = max(1, int(np.count_nonzero(s > s[0] * len(s) * eps)))
-    Z, G = power(Q @ (Wt[:keep].T / np.maximum(s[:keep], tiny)))
-    # Y = X Q M is orthonormal up to ~eps·cond(R): B = (Y L⁻ᵀ)ᵀ X with G = YᵀY = L Lᵀ
-    # is exactly the projection on its range (one CholeskyQR step, no pass of its own)
+        if not accurate:
+            Z, G = power(Q)
+            if not np.all(np.isfinite(G)):
+                raise InvalidChunks()
+            lam, W = np.linalg.eigh(G)
+            lam, W = lam[::-1], W[:, ::-1]
+            accurate = not (lam[-1] > 0.0 and lam[-1] >= lam[0] * np.sqrt(eps))
+            if not accurate:
+                Q = np.linalg.qr(Z @ (W / np.sqrt(lam)))[0]
+                continue
+            logger.debug("randomized SVD: X Q's condition %.3g; power iterations in two "
+                         "passes from here", np.sqrt(lam[0] / lam[-1]) if lam[-1] > 0.0 else np.inf)
+        basis = _range_basis(range_r(Q), Q)
+        if basis is None:
+            break
+        Q = np.linalg.qr(power(basis)[0])[0]
+    # the final range: Y = X Q M is orthonormal up to ~eps·cond(R): B = (Y L⁻ᵀ)ᵀ X with
+    # G = YᵀY = L Lᵀ is exactly the projection on its range (one CholeskyQR step, no
+    # pass of its own)
+    basis = _range_basis(range_r(Q), Q)
+    if basis is None:  # X Q = 0: X is zero (centred: constant), as in memory
+        return _top(np.zeros((0, Q.shape[0])), k, cpu)
+    Z, G = power(basis)
     L = np.linalg.cholesky(G)
     return _top(sla.solve_triangular(L, Z.T, lower=True), k, cpu)
+
+
+def _range_basis(R, Q):
+    """Q M with X Q M orthonormal, given R, the R factor of X Q: M = W S⁻¹ from the SVD
+    R = U S Wᵀ, over the singular values above rounding (a rank-deficient X Q, say with a
+    constant column, keeps its rank); None where R is zero."""
+    if not np.all(np.isfinite(R)):
+        raise InvalidChunks()
+    eps = np.finfo(np.float64).eps
+    tiny = np.finfo(np.float64).tiny
+    _, s, Wt = np.linalg.svd(R)
+    if not s[0] > 0.0:
+        return None
+    keep = max(1, int(np.count_nonzero(s > s[0] * len(s) * eps)))
+    return Q @ (Wt[:keep].T / np.maximum(s[:keep], tiny))
 
 
 def _top(B, k, cpu):
@@ -724,17 +765,14 @@ def _top(B, k, cpu):
     return s[:k], Vt[:k]
 
 
-def _gram_factor(C, n=None, mean=None):
-    """F with FᵀF = C + n·μμᵀ (or C): ``[√n μᵀ; S Vᵀ]`` for the centred Gram matrix
-    C = V S² Vᵀ (its eigenvalues below zero, rounding, taken as zero). The mean's row
-    is exact and C holds only the spread, so F is as accurate as X's own products: the
-    squared condition of C + n·μμᵀ itself, at an offset, would lose σ₁²/σ_k² ε (1e-5 of
-    σ₄ at an offset of 1e6)."""
-    if not np.all(np.isfinite(C)):
+def _data_factor(R, n=None, mean=None):
+    """F with FᵀF = RᵀR + n·μμᵀ (or RᵀR): ``[√n μᵀ; R]`` for the R factor of the centred
+    X. The mean's row is exact and R holds only the spread, as accurately as X's own
+    products: a Gram matrix would square the condition (σ₁²/σ_k² ε: at an offset of 1e6,
+    1e-5 of σ₄ lost; with a spread of column scales, every direction below √ε σ₁)."""
+    if not np.all(np.isfinite(R)):
         raise InvalidChunks()
-    lam, V = np.linalg.eigh(C)
-    F = np.sqrt(np.maximum(lam, 0.0))[:, None] * V.T
-    return F if mean is None else np.vstack([np.sqrt(n) * mean[None, :], F])
+    return R if mean is None else np.vstack([np.sqrt(n) * mean[None, :], R])
 
 
 def column_and_projection_variances(X, V):

@@ -114,6 +114,21 @@ def _from_covariance(ops, C, mean, n_samples):
     )
 
 
+def _from_r_factor(ops, R, mean, n_samples):
+    """The decomposition from R with RᵀR = XcᵀXc (a TSQR of the centred chunks): R's
+    singular values and right vectors are Xc's, min(n_samples, n_features) of them as
+    the 'full' solver gives."""
+    _, S, Vt = ops.svd(ops.asarray(R, dtype=np.float64))
+    k = min(n_samples, R.shape[1])
+    S = ops.to_host(S)[:k]
+    Vt = np.ascontiguousarray(ops.to_host(Vt)[:k])
+    _, Vt = _flip_signs(ops, None, Vt)
+    explained_variance = S**2 / (n_samples - 1)
+    return _Decomposition(mean=np.asarray(mean), S=S, Vt=Vt,
+                          explained_variance=explained_variance,
+                          total_var=float(explained_variance.sum()))
+
+
 def _fit_full(ops, X):
     """Exact SVD of the centred data (gesvdj on the GPU, gesdd on the CPU)."""
     X = ops.asarray(X)
@@ -285,22 +300,22 @@ class PCA(SklearnConversionMixin, _SkPCA):
     _skgpu_attributes = ("backend_", "_device_cache", "solver_")
     _from_sklearn_aliases = (("solver_", "_fit_svd_solver"),)
 
-    def _resolve_solver(self, inp):
+    def _resolve_solver(self, shape, sparse):
         solver = self.svd_solver
-        n_samples, n_features = inp.shape
+        n_samples, n_features = shape
         if self.n_components is None:
-            n_components = min(inp.shape) - (1 if solver == "arpack" or (
-                solver == "auto" and inp.sparse) else 0)
+            n_components = min(shape) - (1 if solver == "arpack" or (
+                solver == "auto" and sparse) else 0)
         else:
             n_components = self.n_components
         if solver == "auto":
-            if inp.sparse:
+            if sparse:
                 solver = "arpack"
             elif n_features <= 1_000 and n_samples >= 10 * n_features:
                 solver = "covariance_eigh"
-            elif max(inp.shape) <= 500 or n_components == "mle":
+            elif max(shape) <= 500 or n_components == "mle":
                 solver = "full"
-            elif 1 <= n_components < 0.8 * min(inp.shape):
+            elif 1 <= n_components < 0.8 * min(shape):
                 solver = "randomized"
             else:
                 solver = "full"
@@ -338,20 +353,21 @@ class PCA(SklearnConversionMixin, _SkPCA):
             )
 
     def _fit_dask(self, X):
-        """Covariance from per-chunk Gram blocks and sums on the workers (skgpu.dask)."""
-        from ..dask import pca_covariance, pca_randomized, prepare_dask_fit
+        """Per-chunk partial results on the workers (skgpu.dask): Gram blocks and sums
+        ('covariance_eigh'), R factors ('full': the SVD of the centred X's R) or the
+        randomized SVD's passes; 'auto' resolved by the in-memory rules."""
+        from ..dask import pca_covariance, pca_r_factor, pca_randomized, prepare_dask_fit
 
-        solver = "covariance_eigh" if self.svd_solver == "auto" else self.svd_solver
-        if solver not in ("covariance_eigh", "randomized"):
+        if self.svd_solver == "arpack":
             raise ValueError(
                 f"svd_solver={self.svd_solver!r} needs the whole matrix in one memory; "
-                "with dask input use svd_solver='covariance_eigh' (or 'auto'), which "
-                "needs only per-chunk Gram matrices, or 'randomized'."
+                "with dask input use svd_solver='covariance_eigh', 'full' or 'auto', "
+                "which need only per-chunk Gram or R factors, or 'randomized'."
             )
         inp = prepare_dask_fit(self, X)
         X = inp.X
         n_samples, n_features = X.shape
-        n_components = (min(X.shape) if self.n_components is None else self.n_components)
+        solver, n_components = self._resolve_solver(X.shape, sparse=False)
         self._check_n_components(solver, n_components, n_samples, n_features)
         if solver == "covariance_eigh" and n_samples < 2:
             raise ValueError(
@@ -359,6 +375,8 @@ class PCA(SklearnConversionMixin, _SkPCA):
                 f"estimate a covariance, got n_samples={n_samples}."
             )
         cpu = get_backend("cpu")
+        # the small decompositions where this process has a GPU (as in memory)
+        device = "cpu" if get_config()["device"] == "cpu" else "auto"
         with inp.errors():
             if solver == "randomized":
                 n, mean, S, Vt, total_var = pca_randomized(
@@ -369,10 +387,12 @@ class PCA(SklearnConversionMixin, _SkPCA):
                 result = _Decomposition(mean=mean, S=S, Vt=Vt,
                                         explained_variance=S**2 / (n - 1),
                                         total_var=total_var)
+            elif solver == "full":
+                n, mean, R = pca_r_factor(X)
+                result = _from_r_factor(select_backend(device, operations=("svd",))[0],
+                                        R, mean, n)
             else:
                 n, mean, C = pca_covariance(X)
-                # the small eigensolve where this process has a GPU (as in memory)
-                device = "cpu" if get_config()["device"] == "cpu" else "auto"
                 result = _from_covariance(select_backend(device, operations=("eigh",))[0],
                                           C, mean, n)
         self._set_fitted(result, solver, n_components, n_samples, n_features, X.dtype)
@@ -397,7 +417,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
         inp = prepare(self, X, spec=spec, accept_sparse=("csr", "csc"),
                       ensure_all_finite=spec.sparse)
         n_samples, n_features = inp.shape
-        solver, n_components = self._resolve_solver(inp)
+        solver, n_components = self._resolve_solver(inp.shape, inp.sparse)
         if solver != "covariance_eigh":
             inp = inp.checked_finite(self)
         X = inp.data
