@@ -4,7 +4,6 @@ on a training point, alone and mixed, against scikit-learn's dense answer."""
 
 import numpy as np
 import pytest
-from conftest import DEVICES
 from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.gaussian_process.kernels import Matern, WhiteKernel

@@ -24,6 +24,6 @@ from .linalg import (
 
 __all__ = [
     "DaskInput", "InvalidChunks", "map_rows", "prepare_dask_fit",
-    "column_and_projection_variances", "pca_covariance", "pca_r_factor", "pca_randomized", "randomized_svd",
-    "ridge_normal_equations", "ridgecv_loo", "truncated_svd",
+    "column_and_projection_variances", "pca_covariance", "pca_r_factor", "pca_randomized",
+    "randomized_svd", "ridge_normal_equations", "ridgecv_loo", "truncated_svd",
 ]
