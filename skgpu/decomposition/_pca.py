@@ -253,8 +253,10 @@ class PCA(SklearnConversionMixin, _SkPCA):
         Normalizer of the power iterations for 'randomized' (any choice other than
         'none' gives the same subspace; the GPU uses CholeskyQR3 for all of them).
     random_state : int, RandomState instance or None, default=None
-        Seed for 'arpack' and 'randomized' (scikit-learn's own draws, except that on the
-        GPU a test matrix of more than 2²⁰ entries is drawn on the device, seeded by it).
+        Seed for 'arpack' and 'randomized': scikit-learn's own draws (a RandomState
+        instance is advanced by them as scikit-learn advances it), except that on the
+        GPU a test matrix of 2²⁰ entries or more is drawn on the device from a generator
+        seeded by one integer drawn from it.
 
     Attributes
     ----------

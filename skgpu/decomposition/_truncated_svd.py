@@ -125,9 +125,10 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
     power_iteration_normalizer : {'auto', 'QR', 'LU', 'none'}, default='auto'
         Normalizer of the power iterations (any but 'none' spans the same subspace).
     random_state : int, RandomState instance or None, default=None
-        Seed of the random draws: scikit-learn's own draws, except that on the GPU a
-        test matrix of more than 2²⁰ entries (n_features × (n_components +
-        n_oversamples)) is drawn on the device from a generator seeded by it.
+        Seed of the random draws: scikit-learn's own draws (a RandomState instance is
+        advanced by them as scikit-learn advances it), except that on the GPU a test
+        matrix of 2²⁰ entries or more (n_features × (n_components + n_oversamples)) is
+        drawn on the device from a generator seeded by one integer drawn from it.
     tol : float, default=0.0
         Tolerance for 'arpack'.
 

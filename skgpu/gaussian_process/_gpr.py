@@ -178,7 +178,9 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
     n_targets : int, default=None
         Number of targets, used by ``sample_y`` before fitting.
     random_state : int, RandomState instance or None, default=None
-        Draws of the restarts and of ``sample_y``.
+        Draws of the optimizer's restarts, as scikit-learn's: an int gives the same
+        restarts on every fit; a RandomState instance is drawn from and advanced by the
+        same draws (also by a fit that fails); None uses NumPy's global generator.
     cholesky : {'auto', 'dense', 'sparse'}, default='auto'
         'auto' takes the sparse path for compactly supported kernels (see below)
         unless their covariance matrix is dense enough for the dense factorisation to
@@ -351,20 +353,28 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                 self._check_memory("GaussianProcessRegressor.fit", ops, kernel, X_train,
                                    y_train, alpha, gradient=self.optimizer is not None)
             fit_kernel = kernel.clone_with_theta(kernel.theta)
-            # each attempt (a CPU rerun after a GPU out-of-memory) draws the same restarts
-            attempt_rng = copy.deepcopy(rng)
+            # each attempt (a CPU rerun after a GPU out-of-memory) draws the same restarts,
+            # from a copy: the caller's generator takes the state the last attempt left
+            attempt_rng = attempts[0] = copy.deepcopy(start_state)
             if sparse:
-                result = self._fit_sparse_on(ops, fit_kernel, X_train, y_train, alpha,
-                                             attempt_rng)
-            else:
-                result = self._fit_on(ops, fit_kernel, X_train, y_train, alpha, attempt_rng)
-            return result, attempt_rng
+                return self._fit_sparse_on(ops, fit_kernel, X_train, y_train, alpha,
+                                           attempt_rng)
+            return self._fit_on(ops, fit_kernel, X_train, y_train, alpha, attempt_rng)
 
-        (result, rng), backend = run_with_fallback(
-            work, device=None if vector else "cpu",
-            operations=("sparse_spd", "spmm") if sparse else ("cholesky", "matmul"),
-            X=spec, what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})",
-            flops=None if sparse else _cholesky_flops(X_train.shape[0]))
+        # scikit-learn draws the restarts from the generator random_state gives (the
+        # caller's own RandomState instance is advanced by them), also when a restart
+        # fails: so is the caller's here, by the attempt that ran last
+        start_state = copy.deepcopy(rng)
+        attempts = [start_state]
+        try:
+            result, backend = run_with_fallback(
+                work, device=None if vector else "cpu",
+                operations=("sparse_spd", "spmm") if sparse else ("cholesky", "matmul"),
+                X=spec,
+                what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})",
+                flops=None if sparse else _cholesky_flops(X_train.shape[0]))
+        finally:
+            rng.set_state(attempts[0].get_state())
         self._rng = rng
         self._y_train_mean, self._y_train_std = y_mean, y_std
         self.X_train_, self.y_train_ = X_train, y_train
