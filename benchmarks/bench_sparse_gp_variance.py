@@ -5,19 +5,25 @@ likelihood, timed as users call them (``predict(..., return_std=True)``,
 Run:  python benchmarks/bench_sparse_gp_variance.py --out results.json
           (CPU backend, n = 5,000 and 50,000, 10,000 test points; about 8 minutes on
           2 cores)
-      python benchmarks/bench_sparse_gp_variance.py --device gpu --n 50000 1000000 \\
-          --points 20000 --reference-points 2000 --cov-points 2000 --out results.json
+      python benchmarks/bench_sparse_gp_variance.py --device gpu --n 20000 1000000 \
+          --points 100000 --reference-points 2000 --cov-points 10000 --dense-max 20000 \
+          --out results.json
       python benchmarks/bench_sparse_gp_variance.py --quick   (n = 5,000)
 
 The construction is the large sparse GP's (``_harness.sparse_gp_problem``: ~30 neighbours
-a row). Each backend's sparse factor is timed where it serves: on the CPU CHOLMOD (the
-``sparse`` extra) and SuperLU (SciPy, without cvxopt); on the GPU cuDSS. Every row is the
-public method, timed cold (the first call after the fit: it reads the factor out and
-builds its blocks) and warm (median of 3 after that). The reference route, full solves
-with every test point's covariance column as a dense right-hand side (what every sparse
-factor did before the forward solves, and what cuDSS still does), is timed on
-``--reference-points`` points and scaled linearly (its cost is linear in the points);
-the std and covariance of the two routes are compared on those points.
+a row). The variance goes through a factor that exposes L, by forward solves through the
+supernodes each test point reaches: on the CPU the likelihood's own factor (CHOLMOD with
+the ``sparse`` extra, SuperLU without), on the GPU skgpu's supernodal factor
+(``skgpu.backends._supernodal``; cuDSS, which factors the likelihood, keeps L to itself).
+Every row is the public method, timed cold (the first call after the fit: it makes the
+factor or reads it out) and warm (median of 3 after that). The reference route, full
+solves with every test point's covariance column as a dense right-hand side (the
+likelihood's factor: what cuDSS gives), is timed on ``--reference-points`` points and
+scaled linearly (its cost is linear in the points); the std and covariance of the two
+routes are compared on those points, and with the dense path's up to ``--dense-max``.
+On the GPU, the supernodal factor's analysis and one refactorisation are timed beside
+cuDSS's refactorisation of the same matrix, and the memory pool's bytes after each step
+recorded.
 """
 
 import time
@@ -43,6 +49,30 @@ def _rel(a, b):
     return float(np.max(np.abs(a - b) / np.abs(b)))
 
 
+class LikelihoodFactor:
+    """Within the block, the variance goes through the likelihood's own factor (its
+    quadratic forms made full solves by :class:`FullSolves`): today's route where that
+    factor keeps L to itself."""
+
+    def __init__(self, factor):
+        self.cls = type(factor)
+
+    def __enter__(self):
+        self.saved = self.cls.exposes_factor
+        self.cls.exposes_factor = True
+
+    def __exit__(self, *exc):
+        self.cls.exposes_factor = self.saved
+
+
+def _pool_bytes():
+    try:
+        import cupy as cp
+    except ImportError:
+        return None
+    return int(cp.get_default_memory_pool().total_bytes())
+
+
 class FullSolves:
     """Within the block, every sparse factor computes its quadratic forms by full solves
     on dense right-hand sides (the reference route)."""
@@ -62,8 +92,13 @@ class FullSolves:
         self.cls.quadratic_forms, self.cls.quadratic_form_matrix = self.saved
 
 
-def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
+def rows_for(doc, device, factor_name, n, points, reference_points, cov_points,
+             dense_max, skip_likelihood=False):
     X, y, kernel = sparse_gp_problem(n)
+    if device == "gpu":
+        import cupy as cp
+
+        cp.get_default_memory_pool().free_all_blocks()
     rng = np.random.default_rng(1)
     X_test = rng.uniform(0, 1, (points, 2))
     tag = f"n = {n:,}, {device} ({factor_name})"
@@ -74,33 +109,65 @@ def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
         with skgpu.config_context(device=device):
             gp, fit_s = synchronized(lambda: GaussianProcessRegressor(
                 kernel, optimizer=None, alpha=1e-10, cholesky="sparse").fit(X, y))
-            row = {"case": f"fit(optimizer=None), {tag}", "fit_s": fit_s}
+            row = {"case": f"fit(optimizer=None), {tag}", "fit_s": fit_s,
+                   "pool_bytes_after": _pool_bytes()}
             doc["results"].append(row)
+            print(row, flush=True)
             _, mean = timeit(lambda: gp.predict(X_test), 3)
             doc["results"].append({"case": f"predict mean, {points:,} points, {tag}",
                                    "predict": mean})
             (_, std), cold = synchronized(lambda: gp.predict(X_test, return_std=True))
+            pool_cold = _pool_bytes()
             _, warm = timeit(lambda: gp.predict(X_test, return_std=True), 3, warmup=0)
-            row = {"case": f"predict std, {points:,} points, {tag}", "cold_s": cold,
-                   "warm": warm}
             ops = get_backend(device)
-            factor, xp = gp._state_on(ops).lml.factor, ops.xp
+            lml = gp._state_on(ops).lml
+            factor, xp = lml.factor, ops.xp
+            variance = lml.variance_factor(gp.kernel_)
+            row = {"case": f"predict std, {points:,} points, {tag}", "cold_s": cold,
+                   "warm": warm, "variance_factor": type(variance).__name__,
+                   "pool_bytes_after_cold": pool_cold}
             sub = X_test[:reference_points]
-            with FullSolves(factor, xp):
+            with FullSolves(factor, xp), LikelihoodFactor(factor):
                 (_, std_ref), ref_s = synchronized(
                     lambda: gp.predict(sub, return_std=True))
             row |= {"reference_full_solves_s": ref_s,
                     "reference_points": reference_points,
                     "reference_scaled_to_points_s": ref_s * points / reference_points,
                     "std_max_rel_diff_vs_reference": _rel(std[:reference_points], std_ref)}
+            if n <= dense_max:
+                dense = GaussianProcessRegressor(kernel, optimizer=None, alpha=1e-10,
+                                                 cholesky="dense").fit(X, y)
+                sub_d = X_test[:min(points, 20_000)]
+                std_d = dense.predict(sub_d, return_std=True)[1]
+                row["dense_points"] = sub_d.shape[0]
+                row["std_max_rel_diff_vs_dense"] = _rel(std[:sub_d.shape[0]], std_d)
+                del dense
             doc["results"].append(row)
             print(row, flush=True)
+            if type(variance) is not type(factor):
+                from skgpu.backends._supernodal import SupernodalSymbolic
+
+                pattern = lml.pattern
+                symbolic, analysis_s = synchronized(lambda: SupernodalSymbolic.from_points(
+                    lml.X_host, ops.to_host(pattern.indptr), ops.to_host(pattern.indices),
+                    pattern.radius))
+                K = lml.kernel_matrix(gp.kernel_)
+                _, ours = timeit(lambda: variance.refactor(K), 3)
+                _, theirs = timeit(lambda: factor.refactor(K), 3)
+                row = {"case": f"factorisations side by side, {tag}",
+                       "supernodal_analysis_s": analysis_s,
+                       "supernodal_supernodes": symbolic.n_supernodes,
+                       "supernodal_stored_entries": symbolic.nnz,
+                       "supernodal_refactor": ours, "cudss_refactor": theirs,
+                       "pool_bytes_after": _pool_bytes()}
+                doc["results"].append(row)
+                print(row, flush=True)
 
             cov_x = X_test[:cov_points]
             (_, cov), cov_s = synchronized(lambda: gp.predict(cov_x, return_cov=True))
             _, cov_warm = timeit(lambda: gp.predict(cov_x, return_cov=True), 2, warmup=0)
             sub_cov = min(cov_points, reference_points)
-            with FullSolves(factor, xp):
+            with FullSolves(factor, xp), LikelihoodFactor(factor):
                 (_, cov_ref), cov_ref_s = synchronized(
                     lambda: gp.predict(cov_x[:sub_cov], return_cov=True))
             scale = np.max(np.abs(cov_ref))
@@ -110,14 +177,17 @@ def rows_for(doc, device, factor_name, n, points, reference_points, cov_points):
                    "cov_max_abs_diff_vs_reference_over_max": float(
                        np.max(np.abs(cov[:sub_cov, :sub_cov] - cov_ref)) / scale),
                    "std_from_cov_max_rel_diff": _rel(np.sqrt(np.diag(cov)),
-                                                     std[:cov_points])}
+                                                     std[:cov_points]),
+                   "pool_bytes_after": _pool_bytes()}
             doc["results"].append(row)
             print(row, flush=True)
-            samples_x = X_test[:min(cov_points, 2_000)]
+            samples_x = X_test[:cov_points]
             _, sample_s = synchronized(lambda: gp.sample_y(samples_x, 5))
             doc["results"].append({"case": f"sample_y, {samples_x.shape[0]:,} points, 5 "
                                    f"samples, {tag}", "s": sample_s})
 
+            if skip_likelihood:
+                return
             theta = gp.kernel_.theta
             _, first = synchronized(
                 lambda: gp.log_marginal_likelihood(theta, eval_gradient=True))
@@ -143,6 +213,10 @@ def main():
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--reference-points", type=int, default=1_000)
     parser.add_argument("--cov-points", type=int, default=10_000)
+    parser.add_argument("--dense-max", type=int, default=0,
+                        help="compare the std with the dense path's up to this n")
+    parser.add_argument("--skip-likelihood", action="store_true",
+                        help="leave out the public likelihood rows")
     args = parser.parse_args()
     if args.quick:
         args.n, args.points, args.reference_points, args.cov_points = [5_000], 2_000, 300, 1_000
@@ -153,7 +227,8 @@ def main():
         ["cholmod", "superlu"] if _cpu.cholmod_available() else ["superlu"])
     start = time.perf_counter()
     run_cases([lambda f=f, n=n: rows_for(doc, args.device, f, n, args.points,
-                                         args.reference_points, args.cov_points)
+                                         args.reference_points, args.cov_points,
+                                         args.dense_max, args.skip_likelihood)
                for n in args.n for f in factors], doc, args.out)
     print(f"total {time.perf_counter() - start:.1f} s")
 

@@ -83,6 +83,9 @@ class SparseSPDFactor:
     is positive definite; ``logdet`` is the sum of their logarithms.
     """
 
+    #: quadratic forms by forward solves with L (:mod:`._sparse_rhs`)
+    exposes_factor = True
+
     def __init__(self, A, what):
         self._what = what
         self._A = sp.csc_matrix(A, dtype=np.float64, copy=True)
@@ -223,6 +226,9 @@ class CholmodSPDFactor:
     n = 50,000, against 0.17 s for a numeric factorisation) is then redone, with the same
     ordering, when the factor is next needed.
     """
+
+    #: quadratic forms by forward solves with L (:mod:`._sparse_rhs`)
+    exposes_factor = True
 
     def __init__(self, A, what):
         from cvxopt import matrix, spmatrix
@@ -517,9 +523,11 @@ class CPUBackend:
         signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
         return R * signs[:, None]
 
-    def solve_triangular(self, L, B):
-        """``L⁻¹ B`` for a lower-triangular L (only its lower triangle is read)."""
-        return sla.solve_triangular(L, B, lower=True, check_finite=False)
+    def solve_triangular(self, L, B, transpose=False):
+        """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (only its
+        lower triangle is read)."""
+        return sla.solve_triangular(L, B, trans=1 if transpose else 0, lower=True,
+                                    check_finite=False)
 
     def solve_triangular_right(self, L, C):
         """In place ``C ← C L⁻ᵀ`` (rows ``(L⁻¹ cᵢ)ᵀ``) for a Fortran-ordered k × n C and
@@ -532,6 +540,20 @@ class CPUBackend:
         if out is not C:  # (BLAS wrote a copy: a dtype or an alignment it needed)
             C[...] = out
         return C
+
+    def panel_cholesky(self, P, w, status, index):
+        """In place: a supernode's Fortran-ordered m × w panel P becomes ``[L_JJ; L_RJ]``
+        (LAPACK potrf of its top w × w block, BLAS trsm of the rows below), potrf's
+        status written to ``status[index]``."""
+        potrf = sla.lapack.get_lapack_funcs("potrf", (P,))
+        L, info = potrf(P[:w, :w], lower=True, clean=False)
+        status[index] = info
+        if info != 0:
+            return
+        P[:w, :w] = L
+        if P.shape[0] > w:
+            trsm = sla.get_blas_funcs("trsm", (P,))
+            P[w:] = trsm(1.0, L, P[w:], side=1, lower=1, trans_a=1)
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
         """Factor of the SPD ``A``; ``overwrite=True`` may reuse A's memory (A must

@@ -259,7 +259,16 @@ def cell_list_pairs(xp, X, radius):
     shape = cells.max(axis=0) + 1
     shape_host = [int(v) for v in (shape.get() if hasattr(shape, "get") else shape)]
     strides = np.cumprod([1] + shape_host[::-1][:-1])[::-1].copy()
-    cell_id = cells @ xp.asarray(strides)
+
+    def flat(c):
+        # Σ_d c_d·stride_d elementwise: CuPy's integer matmul fails past ~10⁷ rows
+        # (CUDA_ERROR_INVALID_VALUE at n = 10,000,000 in two dimensions)
+        out = c[:, 0] * int(strides[0])
+        for k in range(1, d):
+            out = out + c[:, k] * int(strides[k])
+        return out
+
+    cell_id = flat(cells)
     order = xp.argsort(cell_id)
     sorted_ids = cell_id[order]
     # the occupied cells only (no dense grid, however sparse the points): their ids, and
@@ -274,7 +283,7 @@ def cell_list_pairs(xp, X, radius):
         delta = xp.asarray(np.asarray(offset) - 1)
         neighbour = cells + delta
         inside = xp.all((neighbour >= 0) & (neighbour < shape), axis=1)
-        nid = neighbour @ xp.asarray(strides)
+        nid = flat(neighbour)
         pos = xp.minimum(xp.searchsorted(occupied, nid), occupied.shape[0] - 1)
         found = inside & (occupied[pos] == nid)
         first = xp.where(found, cell_starts[pos], 0)
@@ -404,6 +413,41 @@ class SparseLogMarginalLikelihood:
         else:
             self.factor.refactor(K)
         return self.factor
+
+    def variance_factor(self, kernel):
+        """A factor of K(kernel) (+ alpha·I) whose quadratic forms solve with L through
+        the supernodes each test point reaches: the likelihood's own factor where it
+        exposes L (CHOLMOD, SuperLU), else skgpu's supernodal factor
+        (:class:`~skgpu.backends._supernodal.SupernodalFactor`; cuDSS keeps L to
+        itself), its symbolic part made once per pattern and its numeric part once per
+        matrix (one factorisation, reused while the kernel's values on the pattern are
+        the same)."""
+        from ..backends._supernodal import SupernodalFactor, SupernodalSymbolic
+
+        self._ensure_pattern(support_radius(kernel))
+        factor = self.factor
+        if factor is not None and factor.exposes_factor:
+            return factor
+        K = self.kernel_matrix(kernel)
+        cached = getattr(self, "_variance", None)
+        xp = self.ops.xp
+        if cached is not None and cached[0] is self.pattern and bool(
+                xp.array_equal(cached[1], K.data)):
+            return cached[2]
+        pattern = self.pattern
+        symbolic = cached[3] if cached is not None and cached[0] is pattern else None
+        if symbolic is None:
+            start = time.perf_counter()
+            symbolic = SupernodalSymbolic.from_points(
+                self.X_host, self.ops.to_host(pattern.indptr),
+                self.ops.to_host(pattern.indices), pattern.radius)
+            logger.debug("sparse GP: supernodal analysis, %d supernodes, %d stored "
+                         "entries of L, %.2f s", symbolic.n_supernodes, symbolic.nnz,
+                         time.perf_counter() - start)
+        self._variance = None
+        factor = SupernodalFactor(self.ops, symbolic, K, what="kernel matrix")
+        self._variance = (pattern, K.data.copy(), factor, symbolic)
+        return factor
 
     def solve_y(self, factor):
         """K⁻¹ y, (n, T). One target goes in as a vector: cuDSS ties each solver (and
@@ -567,7 +611,9 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
     mean = ops.to_host(ops.spmm(Ks, alpha_vec))
     if not (return_std or return_cov):
         return mean, None
-    factor = lml.factor
+    # kᵢᵀ K⁻¹ kᵢ by forward solves with L through the supernodes each test point's
+    # neighbours reach (a factor that exposes L: skgpu's supernodal one on the GPU)
+    factor = lml.variance_factor(kernel)
     if return_cov:
         if m > MAX_COV_POINTS:
             raise ValueError(
@@ -577,8 +623,6 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
         cov = evaluate_dense_cov(ops, kernel, Xt)
         cov -= ops.asarray(factor.quadratic_form_matrix(Ks))
         return mean, ops.to_host(cov)
-    # kᵢᵀ K⁻¹ kᵢ for every test point: on the CPU by forward solves through the
-    # supernodes each kᵢ reaches, on the GPU by full solves (see the factors)
     forms = factor.quadratic_forms(Ks, block_bytes=block_bytes)
     return mean, kdiag - forms
 

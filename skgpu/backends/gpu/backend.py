@@ -250,16 +250,23 @@ class GPUBackend:
             return Vt[:k].T, s[:k], U[:, :k].T
         return U[:, :k], s[:k], Vt[:k]
 
-    def solve_triangular(self, L, B):
-        """``L⁻¹ B`` for a lower-triangular L (cuBLAS trsm; only the lower triangle is
-        read, so a factor's buffer can be passed as it is)."""
-        return cublas.solve_triangular(L, self.asarray(B))
+    def solve_triangular(self, L, B, transpose=False):
+        """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (cuBLAS
+        trsm; only the lower triangle is read, so a factor's buffer can be passed as it
+        is)."""
+        return cublas.solve_triangular(L, self.asarray(B), transpose)
 
     def solve_triangular_right(self, L, C):
         """In place ``C ← C L⁻ᵀ`` (rows ``(L⁻¹ cᵢ)ᵀ``) for a Fortran-ordered k × n C and
         a lower-triangular L in a Fortran-ordered buffer; cuBLAS trsm from the right,
         faster than from the left here (:func:`cublas.solve_triangular_right`)."""
         return cublas.solve_triangular_right(L, C)
+
+    def panel_cholesky(self, P, w, status, index):
+        """In place: a supernode's Fortran-ordered m × w panel P becomes ``[L_JJ; L_RJ]``
+        (potrf of its top w × w block, trsm of the rows below), potrf's status written
+        to ``status[index]`` (an int32 device array read once for all panels)."""
+        cusolver.potrf_panel(P, w, status, index)
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
         F, info = cusolver.potrf(self.asarray(A), overwrite=overwrite)

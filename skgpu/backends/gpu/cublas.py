@@ -115,8 +115,22 @@ def solve_triangular_right(L, C):
     return C
 
 
-def solve_triangular(L, B):
-    """``L⁻¹ B`` for a lower-triangular L (trsm; only the lower triangle is read)."""
+def trsm_right_lower_t(P, w):
+    """In place ``P[w:] ← P[w:] L⁻ᵀ`` for L the lower triangle of ``P[:w]``, P a
+    Fortran-ordered m × w panel (one trsm with leading dimension m)."""
+    m = P.shape[0]
+    prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[P.dtype]
+    one = np.array([1.0], dtype=P.dtype)  # host pointer mode, alive through the call
+    getattr(cublas, prefix + "trsm")(
+        blas_handle(), cublas.SideMode.RIGHT, cublas.FillMode.LOWER, cublas.Operation.T,
+        cublas.DiagType.NON_UNIT, m - w, w, one.ctypes.data, P.data.ptr, m,
+        P.data.ptr + w * P.itemsize, m)
+
+
+def solve_triangular(L, B, transpose=False):
+    """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (trsm; only the
+    lower triangle is read)."""
     from cupyx.scipy.linalg import solve_triangular
 
-    return solve_triangular(L, B, lower=True, overwrite_b=False, check_finite=False)
+    return solve_triangular(L, B, trans="T" if transpose else "N", lower=True,
+                            overwrite_b=False, check_finite=False)

@@ -42,6 +42,9 @@ class GPUSparseSPDFactor:
     a solver to its right-hand side's shape, so one solver is kept per column count.
     """
 
+    #: cuDSS keeps L to itself: quadratic forms go through full solves.
+    exposes_factor = False
+
     def __init__(self, A, what):
         A = csp.csr_matrix(to_cupy(A), dtype=cp.float64, copy=True)
         A.sum_duplicates()

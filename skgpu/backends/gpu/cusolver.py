@@ -65,6 +65,24 @@ def potrf(A, overwrite=False):
     return F, _info_value(info)
 
 
+def potrf_panel(P, w, status, index):
+    """In place, for the Fortran-ordered m × w panel P of a supernode: the lower Cholesky
+    factor of its top w × w block, and the rows below times that factor's inverse
+    transpose (potrf with leading dimension m, then trsm from the right). potrf's status
+    goes to ``status[index]`` on the device (int32), read by the caller once for all
+    panels: no synchronisation here."""
+    m = P.shape[0]
+    if not P.flags.f_contiguous:
+        raise ValueError("potrf_panel takes a Fortran-ordered panel")
+    handle = solver_handle()
+    lwork = _routine(P.dtype, "potrf_buffer_size")(handle, LOWER, w, P.data.ptr, m)
+    work = _workspace(lwork, P.dtype)
+    _routine(P.dtype, "potrf")(handle, LOWER, w, P.data.ptr, m, work.data.ptr, lwork,
+                               status.data.ptr + index * status.itemsize)
+    if m > w:
+        cublas.trsm_right_lower_t(P, w)
+
+
 def householder_qr(Y, want_q):
     """geqrf (and orgqr for Q) on a Fortran copy of tall ``Y``: returns (Q or None, R)."""
     F = cp.array(Y, order="F", copy=True)

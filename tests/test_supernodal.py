@@ -1,0 +1,189 @@
+"""skgpu's supernodal sparse Cholesky factor (``skgpu.backends._supernodal``) against dense
+factorisations: the nested-dissection ordering, logdet, solves, quadratic forms with
+sparse right-hand sides and their Gram matrix, on every backend; and the sparse GP's
+variance through it."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+from conftest import DEVICES
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+from sklearn.gaussian_process.kernels import Matern, WhiteKernel
+from skgpu_testing import assert_allclose_rel, skip_unless_supported
+
+import skgpu
+from skgpu.backends import _cpu, get_backend
+from skgpu.backends._supernodal import (
+    SupernodalFactor,
+    SupernodalSymbolic,
+    nested_dissection,
+)
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process._sparse import neighbour_pairs
+from skgpu.gaussian_process.kernels import Tapered, Wendland
+
+
+def _points(rng, kind, n, d):
+    if kind == "uniform":
+        return rng.uniform(0, 1, (n, d))
+    if kind == "clustered":  # dense clumps and empty space between them
+        centres = rng.uniform(0, 1, (5, d))
+        return centres[rng.integers(0, 5, n)] + 0.02 * rng.standard_normal((n, d))
+    if kind == "duplicates":  # every point three times
+        return np.repeat(rng.uniform(0, 1, (n // 3, d)), 3, axis=0)
+    if kind == "line":  # spread along one axis only
+        X = np.zeros((n, d))
+        X[:, 0] = rng.uniform(0, 1, n)
+        return X
+    raise AssertionError(kind)
+
+
+def _system(rng, X, radius):
+    """The Wendland kernel matrix (+ 1e-2 I) on the pairs within ``radius`` (its CSR
+    pattern exactly those pairs) and its dense copy."""
+    n = X.shape[0]
+    rows, cols = neighbour_pairs(X, None, radius)
+    S = sp.coo_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n)).tocsr()
+    S.sort_indices()
+    kernel = Wendland(radius, smoothness=1, dimension=X.shape[1])
+    dense = kernel(X) + 1e-2 * np.eye(n)
+    values = dense[np.repeat(np.arange(n), np.diff(S.indptr)), S.indices]
+    return S, values, dense, kernel
+
+
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates", "line"])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_nested_dissection_separates(rng, kind, d):
+    """A permutation whose supernodes partition it, children before parents, and no
+    pattern edge between two supernodes neither of which is an ancestor of the other
+    (what makes the elimination tree's structure hold)."""
+    X = _points(rng, kind, 900, d)
+    radius = 0.06
+    S, _, _, _ = _system(rng, X, radius)
+    order, bounds = nested_dissection(X, radius, leaf_size=40)
+    np.testing.assert_array_equal(np.sort(order), np.arange(X.shape[0]))
+    assert bounds[0] == 0 and bounds[-1] == X.shape[0] and np.all(np.diff(bounds) > 0)
+    sym = SupernodalSymbolic(S.indptr, S.indices, order, bounds)
+    ancestors = []
+    for s in range(sym.n_supernodes):
+        chain, p = {s}, sym.parent[s]
+        while p >= 0:
+            assert p > s  # a postorder
+            chain.add(int(p))
+            p = sym.parent[p]
+        ancestors.append(chain)
+    coo = S.tocoo()
+    a, b = sym.owner[sym.position[coo.row]], sym.owner[sym.position[coo.col]]
+    for u, v in set(zip(a.tolist(), b.tolist())):
+        assert v in ancestors[u] or u in ancestors[v]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind,d,radius", [("uniform", 2, 0.05), ("uniform", 1, 0.01),
+                                           ("uniform", 3, 0.15), ("clustered", 2, 0.04),
+                                           ("duplicates", 2, 0.08), ("line", 2, 0.03)])
+def test_factor_equals_dense(rng, device, kind, d, radius):
+    ops = get_backend(device)
+    X = _points(rng, kind, 1500, d)
+    S, values, dense, kernel = _system(rng, X, radius)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, radius, leaf_size=48)
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    L = np.linalg.cholesky(dense)
+    exact_logdet = 2 * np.sum(np.log(np.diag(L)))
+    assert factor.logdet() == pytest.approx(exact_logdet, rel=1e-12)
+    B = rng.standard_normal((X.shape[0], 3))
+    assert_allclose_rel(ops.to_host(factor.solve(ops.asarray(B))),
+                        sla.cho_solve((L, True), B), 1e-9)
+    b = B[:, 0]
+    assert_allclose_rel(ops.to_host(factor.solve(ops.asarray(b))),
+                        sla.cho_solve((L, True), b), 1e-9)
+    # test points: inside, on training points, and far away (an empty row)
+    X_test = np.vstack([rng.uniform(0, 1, (60, d)), X[:7], np.full((3, d), 9.0)])
+    Ks = sp.csr_matrix(kernel(X_test, X))
+    Ks.eliminate_zeros()
+    W = sla.solve_triangular(L, Ks.toarray().T, lower=True)
+    exact_forms = np.sum(W * W, axis=0)
+    forms = factor.quadratic_forms(Ks)
+    np.testing.assert_allclose(forms, exact_forms, rtol=1e-10, atol=1e-13)
+    assert np.all(forms[-3:] == 0.0)
+    gram = ops.to_host(factor.quadratic_form_matrix(Ks))
+    np.testing.assert_allclose(gram, W.T @ W, rtol=1e-10, atol=1e-13)
+    # a refactorisation with new values on the same pattern
+    factor.refactor(ops.asarray(values * 2.0))
+    assert factor.logdet() == pytest.approx(exact_logdet + X.shape[0] * np.log(2.0),
+                                            rel=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forms_in_many_chunks_and_the_gram_across_them(rng, monkeypatch, device):
+    """Chunks of a few points (a chunk's block capped small): every chunk's reach solved
+    on its own, the Gram matrix assembled from pairs of chunks."""
+    from skgpu.backends import _supernodal
+
+    ops = get_backend(device)
+    X = _points(rng, "uniform", 1200, 2)
+    S, values, dense, kernel = _system(rng, X, 0.06)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.06, leaf_size=32)
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    monkeypatch.setattr(_supernodal, "CHUNK_BYTES", 8 * 300 * 5)
+    X_test = rng.uniform(0, 1, (80, 2))
+    Ks = sp.csr_matrix(kernel(X_test, X))
+    L = np.linalg.cholesky(dense)
+    W = sla.solve_triangular(L, Ks.toarray().T, lower=True)
+    np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0),
+                               rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(ops.to_host(factor.quadratic_form_matrix(Ks)), W.T @ W,
+                               rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_not_positive_definite_is_refused(rng, device):
+    ops = get_backend(device)
+    X = _points(rng, "uniform", 400, 2)
+    S, values, dense, _ = _system(rng, X, 0.1)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.1, leaf_size=32)
+    diagonal = np.repeat(np.arange(400), np.diff(S.indptr)) == S.indices
+    bad = values.copy()
+    bad[diagonal] -= 2.0  # far from positive definite
+    with pytest.raises(np.linalg.LinAlgError, match="not positive"):
+        SupernodalFactor(ops, sym, ops.asarray(bad), what="kernel matrix")
+
+
+KERNELS = {
+    "c_wendland_white": lambda: C(1.3) * Wendland(0.08),
+    "tapered_matern": lambda: Tapered(Matern(0.05, nu=1.5), taper_range=0.1),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_gp_variance_through_the_supernodal_factor_equals_dense(rng, monkeypatch, device,
+                                                                 name):
+    """The sparse GP's std, cov and samples through skgpu's factor (where the
+    likelihood's factor keeps L to itself: cuDSS on the GPU; on the CPU made so here)
+    equal the dense path's."""
+    ops = get_backend(device)
+    skip_unless_supported(ops, "sparse_spd")
+    monkeypatch.setattr(_cpu.CholmodSPDFactor, "exposes_factor", False)
+    monkeypatch.setattr(_cpu.SparseSPDFactor, "exposes_factor", False)
+    kernel = KERNELS[name]() + WhiteKernel(0.05)
+    X = rng.uniform(0, 1, (1500, 2))
+    y = np.sin(20 * X[:, 0]) * np.cos(15 * X[:, 1]) + 0.1 * rng.standard_normal(1500)
+    X_test = np.vstack([rng.uniform(0, 1, (200, 2)), X[:5], [[4.0, 4.0]]])
+    params = dict(kernel=kernel, optimizer=None, alpha=1e-8)
+    with skgpu.config_context(device=device):
+        dense = GaussianProcessRegressor(cholesky="dense", **params).fit(X, y)
+        sparse = GaussianProcessRegressor(cholesky="sparse", **params).fit(X, y)
+        mean_s, std_s = sparse.predict(X_test, return_std=True)
+        mean_d, std_d = dense.predict(X_test, return_std=True)
+        cov_s = sparse.predict(X_test[:60], return_cov=True)[1]
+        cov_d = dense.predict(X_test[:60], return_cov=True)[1]
+        # the factor is made once and reused while the kernel is the same
+        state = sparse._device_cache["state"][1]
+        first = state.lml.variance_factor(sparse.kernel_)
+        assert state.lml.variance_factor(sparse.kernel_) is first
+        assert isinstance(first, SupernodalFactor)
+    assert_allclose_rel(mean_s, mean_d, 1e-8)
+    assert_allclose_rel(std_s, std_d, 1e-8)
+    assert_allclose_rel(cov_s, cov_d, 1e-8)
