@@ -191,7 +191,12 @@ def test_a_device_drawn_test_matrix_takes_one_integer_from_the_generator():
 
     from skgpu.backends.gpu import backend
 
-    X = sp.random(300, 100_000, density=1e-3, format="csr", random_state=0)
+    # tall (no transpose): the test matrix is n_features × (3 + 10); entries placed
+    # directly (scipy's sparse.random draws positions out of all n × p)
+    draw = np.random.default_rng(0)
+    X = sp.csr_matrix((draw.standard_normal(200_000), (draw.integers(0, 100_000, 200_000),
+                                                        draw.integers(0, 90_000, 200_000))),
+                      shape=(100_000, 90_000))
     assert X.shape[1] * (3 + 10) >= backend.DEVICE_DRAW_MIN
     ours, expected = np.random.RandomState(4), np.random.RandomState(4)
     with skgpu.config_context(device="gpu"):
