@@ -70,6 +70,7 @@ from ._arrays import (
 )
 from ._common import centre_columns, tril_in_place
 from ._cpu import CPUBackend, cholmod_available
+from ._supernodal import SupernodalFactor, SupernodalSymbolic
 from ._extended import SlicedMatrix, two_sum
 from ._threads import managed_blas_threads
 
@@ -356,7 +357,8 @@ def run_reference_on_host(func: Callable[[], T], *, spec: ContainerSpec,
 
 
 __all__ = [
-    "ContainerSpec", "GPU_REQUIREMENTS", "NOT_RUN", "OPERATIONS", "SlicedMatrix", "centre_columns",
+    "ContainerSpec", "GPU_REQUIREMENTS", "NOT_RUN", "OPERATIONS", "SlicedMatrix",
+    "SupernodalFactor", "SupernodalSymbolic", "centre_columns",
     "cholmod_available", "container_of", "convert_output", "cupy_module",
     "cupy_sparse_module", "get_backend", "gpu_free_bytes", "gpu_status",
     "gpu_unsupported_reason", "is_cupy_array", "is_cupy_sparse", "is_dask_array",

@@ -418,11 +418,11 @@ class SparseLogMarginalLikelihood:
         """A factor of K(kernel) (+ alpha·I) whose quadratic forms solve with L through
         the supernodes each test point reaches: the likelihood's own factor where it
         exposes L (CHOLMOD, SuperLU), else skgpu's supernodal factor
-        (:class:`~skgpu.backends._supernodal.SupernodalFactor`; cuDSS keeps L to
+        (:class:`~skgpu.backends.SupernodalFactor`; cuDSS keeps L to
         itself), its symbolic part made once per pattern and its numeric part once per
         matrix (one factorisation, reused while the kernel's values on the pattern are
         the same)."""
-        from ..backends._supernodal import SupernodalFactor, SupernodalSymbolic
+        from ..backends import SupernodalFactor, SupernodalSymbolic
 
         self._ensure_pattern(support_radius(kernel))
         factor = self.factor
