@@ -172,10 +172,6 @@ class SupernodalSymbolic:
             rel[~inside] = widths[p] + np.searchsorted(rows[p], R[~inside])
             self.relative[s] = rel
             self.split[s] = int(np.count_nonzero(inside))
-        self.row_start = r_start
-        self.row_concat = r_cat
-        # the deepest supernode a new column belongs to is its owner; a supernode's
-        # ancestors, for the reach of sparse right-hand sides
         self.nnz = int(self.offsets[-1])
 
     @classmethod
