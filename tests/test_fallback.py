@@ -51,6 +51,30 @@ def test_device_cpu_is_honoured_and_explained():
     assert backend.name == "cpu" and reason == "device='cpu' was requested"
 
 
+@pytest.mark.parametrize("device", ["auto", "cpu"])
+@pytest.mark.parametrize("estimator", ["PCA", "TruncatedSVD"])
+def test_the_log_says_who_chose_the_cpu(caplog, device, estimator):
+    """A solver that only runs on the CPU says so; 'requested' only where the user
+    asked for the CPU; and where the GPU stack is missing, that."""
+    from skgpu.decomposition import TruncatedSVD
+
+    X = np.random.default_rng(0).standard_normal((60, 6))
+    model = (PCA(n_components=2, svd_solver="arpack") if estimator == "PCA"
+             else TruncatedSVD(n_components=2, algorithm="arpack"))
+    with caplog.at_level(logging.INFO, logger="skgpu"), skgpu.config_context(device=device):
+        model.fit(X)
+    messages = [r.getMessage() for r in caplog.records if r.name == "skgpu"
+                and r.getMessage().startswith(f"{estimator}.fit:")]
+    assert messages, [r.getMessage() for r in caplog.records]
+    assert all("'arpack' runs on the CPU (SciPy's ARPACK)" in m for m in messages), messages
+    assert not any("requested" in m for m in messages), messages
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="skgpu"), skgpu.config_context(device="cpu"):
+        PCA(n_components=2).fit(X)
+    assert any(r.getMessage().endswith(": device='cpu' was requested")
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
 def test_bad_device_rejected():
     with pytest.raises(ValueError, match="device must be one of"):
         skgpu.set_config(device="tpu")

@@ -205,7 +205,7 @@ def _gpu_backend(cls):
 
 
 def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
-                   X: Any = None) -> tuple[Any, str]:
+                   X: Any = None, cpu_because: str | None = None) -> tuple[Any, str]:
     """Pick the backend for work made of ``operations``; return ``(backend, reason)``.
 
     Parameters
@@ -217,6 +217,13 @@ def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
     X : array-like, :class:`~skgpu.utils.validation.Input` or ContainerSpec, default=None
         The input or what it is; only used to explain decisions (a GPU array on the CPU
         is copied).
+    cpu_because : str, default=None
+        The caller's own rule that puts this work on the CPU whatever the device (a
+        solver that only runs there), given as the reason.
+
+    The reason says who chose the CPU: the user (``device='cpu'`` in the
+    configuration), the caller's rule (``cpu_because``), or the GPU stack (none usable,
+    or an operation it lacks).
 
     Raises
     ------
@@ -226,8 +233,9 @@ def select_backend(device: str | None = None, *, operations: Iterable[str] = (),
     device = get_config()["device"] if device is None else device
     if device not in ("auto", "gpu", "cpu"):
         raise ValueError(f"device must be 'auto', 'gpu' or 'cpu', got {device!r}")
-    if device == "cpu":
-        reason = "device='cpu' was requested"
+    if device == "cpu" or cpu_because is not None:
+        reason = (cpu_because if cpu_because is not None
+                  else "device='cpu' was requested")
         # an Input or a ContainerSpec knows; an array is asked
         on_device = getattr(X, "on_device", None)
         if X is not None and (is_device_array(X) if on_device is None else on_device):
@@ -287,8 +295,11 @@ def _notify(what, backend, reason):
 
 def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
                       operations: Iterable[str] = (), X: Any = None, what: str = "fit",
-                      flops: float | None = None) -> tuple[T, Any]:
+                      flops: float | None = None,
+                      cpu_because: str | None = None) -> tuple[T, Any]:
     """Run ``func(backend)`` on the selected backend; return ``(result, backend)``.
+    ``cpu_because``: the caller's rule that puts the work on the CPU (see
+    :func:`select_backend`).
 
     On the CPU backend, work whose size ``flops`` (where the caller knows it) is small runs
     with BLAS on one thread (:mod:`skgpu.backends._threads`); other work on every core.
@@ -300,7 +311,8 @@ def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
     result, so a failure never leaves an estimator half-fitted.
     """
     device = get_config()["device"] if device is None else device
-    backend, reason = select_backend(device, operations=operations, X=X)
+    backend, reason = select_backend(device, operations=operations, X=X,
+                                     cpu_because=cpu_because)
     logger.info("%s: %s", what, reason)
     _notify(what, backend.name, reason)
     if not backend.is_gpu:

@@ -438,8 +438,10 @@ class PCA(SklearnConversionMixin, _SkPCA):
                 return _fit_arpack(inp, n_components, tol=self.tol,
                                    random_state=random_state)
 
-            result, backend = run_with_fallback(work, device="cpu", X=inp,
-                                                what="PCA.fit (arpack runs on the CPU)")
+            result, backend = run_with_fallback(
+                work, X=inp, what="PCA.fit",
+                cpu_because="svd_solver='arpack' runs on the CPU (SciPy's ARPACK), "
+                            "whatever the device")
             moved = None
         else:
             operations = {"covariance_eigh": ("centred_gram", "eigh"), "full": ("svd",),

@@ -223,7 +223,9 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
                 return Vt, S, Xt, explained.astype(Xt.dtype), total
 
             (Vt, S, Xt, explained, full_var), backend = run_with_fallback(
-                work, device="cpu", X=inp, what="TruncatedSVD.fit (arpack runs on the CPU)")
+                work, X=inp, what="TruncatedSVD.fit",
+                cpu_because="algorithm='arpack' runs on the CPU (SciPy's ARPACK), whatever "
+                            "the device")
         else:
             def work(ops):
                 return _fit_randomized(
