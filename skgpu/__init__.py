@@ -37,7 +37,9 @@ def as_sklearn(obj: Any) -> Any:
     ------
     ValueError
         If a GaussianProcessRegressor in it was fitted on the sparse path (scikit-learn's
-        class needs the dense factor).
+        class needs the dense factor), or anything in the converted graph would still be
+        skgpu's (a ``Tapered`` or ``Wendland`` kernel): the message names each one and
+        where it sits. Never a partial result.
     """
     from .utils._convert import as_sklearn_graph
 

@@ -275,3 +275,145 @@ def test_onnx_export_of_a_converted_pipeline_predicts_as_skgpu(seed):
     want = model.predict(X)
     # ONNX computes in float32: agreement to float32's rounding of the pipeline's sums
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.max(np.abs(want)))
+
+
+def _every_kind_of_model(rng):
+    """Fitted skgpu models of every estimator, GP kernel and container, with the input each
+    predicts or transforms."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.gaussian_process.kernels import RBF, DotProduct, Matern
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+    from sklearn.gaussian_process.kernels import RationalQuadratic, WhiteKernel
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    X = rng.standard_normal((80, 4)) + 1.0
+    y = X @ rng.standard_normal(4) + 0.1 * rng.standard_normal(80)
+    models = {
+        "PCA": PCA(2).fit(X),
+        "TruncatedSVD": TruncatedSVD(2, random_state=0).fit(X),
+        "Ridge": Ridge(alpha=2.0).fit(X, y),
+        "RidgeCV": RidgeCV(alphas=[0.1, 1.0]).fit(X, y),
+        "pipeline": make_pipeline(PCA(3), RidgeCV()).fit(X, y),
+        "columns": make_pipeline(ColumnTransformer([("a", PCA(1), [0, 1]),
+                                                    ("b", TruncatedSVD(1), [2, 3])]),
+                                 Ridge()).fit(X, y),
+        "search": GridSearchCV(make_pipeline(PCA(), Ridge()),
+                               {"pca__n_components": [1, 2]}, cv=3).fit(X, y),
+    }
+    kernels = {"RBF": RBF(), "Matern": C() * Matern(nu=1.5) + WhiteKernel(),
+               "RationalQuadratic": RationalQuadratic(),
+               "DotProduct": DotProduct() + WhiteKernel(),
+               "RBF, ARD": C() * RBF([1.0, 2.0, 0.5, 1.0])}
+    for name, kernel in kernels.items():
+        models[f"GP {name}"] = GaussianProcessRegressor(kernel, alpha=1e-2,
+                                                        optimizer=None).fit(X, y)
+    models["list and dict"] = [models["PCA"], {"ridge": models["Ridge"]}]
+    return X, models
+
+
+def _outputs(model, X):
+    if isinstance(model, list):
+        return [_outputs(model[0], X), _outputs(model[1]["ridge"], X)]
+    if hasattr(model, "transform") and not hasattr(model, "predict"):
+        return model.transform(X)
+    if isinstance(model, (GaussianProcessRegressor, skg.GaussianProcessRegressor)):
+        return np.concatenate(model.predict(X, return_std=True))
+    return model.predict(X)
+
+
+def test_every_converted_model_loads_and_answers_where_skgpu_cannot_be_imported(
+        rng, tmp_path):
+    """Each estimator, GP kernel and container, converted, pickled, and loaded in a
+    process where ``import skgpu`` fails, answers as skgpu's fit does."""
+    X, models = _every_kind_of_model(rng)
+    converted = {name: skgpu.as_sklearn(m) for name, m in models.items()}
+    with skgpu.config_context(device="cpu"):
+        want = {name: _outputs(m, X) for name, m in models.items()}
+    (tmp_path / "models.pkl").write_bytes(pickle.dumps(converted))
+    np.save(tmp_path / "X.npy", X)
+    script = ("import sys, pickle, numpy as np\n"
+              "sys.modules['skgpu'] = None\n"
+              "from sklearn.gaussian_process import GaussianProcessRegressor as G\n"
+              "def out(m, X):\n"
+              "    if isinstance(m, list):\n"
+              "        return [out(m[0], X), out(m[1]['ridge'], X)]\n"
+              "    if hasattr(m, 'transform') and not hasattr(m, 'predict'):\n"
+              "        return m.transform(X)\n"
+              "    if isinstance(m, G):\n"
+              "        return np.concatenate(m.predict(X, return_std=True))\n"
+              "    return m.predict(X)\n"
+              "models = pickle.load(open('models.pkl', 'rb'))\n"
+              "X = np.load('X.npy')\n"
+              "pickle.dump({k: out(m, X) for k, m in models.items()}, open('got.pkl', 'wb'))\n")
+    _run(["-c", script], tmp_path)
+    got = pickle.loads((tmp_path / "got.pkl").read_bytes())
+    assert set(got) == set(want)
+    for name in want:
+        pairs = (zip(got[name], want[name]) if isinstance(want[name], list)
+                 else [(got[name], want[name])])
+        for a, b in pairs:
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("container", ["alone", "pipeline", "search", "list"])
+@pytest.mark.parametrize("kernel_name", ["Tapered", "Wendland"])
+def test_a_kernel_without_a_scikit_learn_counterpart_is_named_not_shipped(
+        rng, container, kernel_name):
+    """A GP whose kernel is skgpu's own (Tapered, Wendland; dense path) cannot become pure
+    scikit-learn: as_sklearn raises naming the kernel and where it sits, never a graph
+    that would need skgpu to load."""
+    from sklearn.gaussian_process.kernels import Matern, WhiteKernel
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    from skgpu.gaussian_process.kernels import Tapered
+
+    X = rng.uniform(0, 1, (40, 2))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(40)
+    inner = (Tapered(Matern(0.3), taper_range=2.0) if kernel_name == "Tapered"
+             else Wendland(2.0))
+    gp = GaussianProcessRegressor(inner + WhiteKernel(0.01), cholesky="dense",
+                                  optimizer=None)
+    model = {"alone": gp, "pipeline": make_pipeline(gp),
+             "search": GridSearchCV(gp, {"alpha": [1e-10, 1e-3]}, cv=2),
+             "list": gp}[container]
+    model.fit(X, y)
+    graph = [model] if container == "list" else model
+    with pytest.raises(ValueError, match=rf"no scikit-learn counterpart for .*"
+                                         rf"kernel\.k1: {kernel_name} from skgpu"):
+        skgpu.as_sklearn(graph)
+    if container == "alone":
+        with pytest.raises(ValueError, match=kernel_name):
+            gp.as_sklearn()
+
+
+def test_the_documented_onnx_limit_holds():
+    """The user guide's ONNX limits: skl2onnx converts a GP's std with normalize_y=False
+    (agreeing to ~1e-7) and refuses it with normalize_y=True."""
+    skl2onnx = pytest.importorskip("skl2onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from skl2onnx.common.data_types import DoubleTensorType
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 1, (50, 2))
+    y = 3 * X.sum(axis=1) + 5
+    for normalize_y in (False, True):
+        gp = GaussianProcessRegressor(RBF() + WhiteKernel(), normalize_y=normalize_y).fit(X, y)
+        sk = gp.as_sklearn()
+
+        def convert(model=sk):
+            return skl2onnx.convert_sklearn(
+                model, initial_types=[("X", DoubleTensorType([None, 2]))],
+                options={id(model): {"return_std": True}})
+        if normalize_y:
+            with pytest.raises(TypeError):
+                convert()
+            continue
+        session = ort.InferenceSession(convert().SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+        mean, std = session.run(None, {"X": X[:10]})
+        want_mean, want_std = gp.predict(X[:10], return_std=True)
+        np.testing.assert_allclose(mean.ravel(), want_mean, rtol=1e-10, atol=1e-9)
+        np.testing.assert_allclose(std.ravel(), want_std, rtol=0, atol=1e-6)

@@ -67,6 +67,7 @@ class SklearnConversionMixin(DocumentationLinkMixin):
         for name, value in vars(self).items():
             if name not in skip:
                 setattr(est, name, value)
+        _refuse_partial(est, type(self).__name__)
         return est
 
     @classmethod
@@ -114,7 +115,57 @@ def as_sklearn_graph(obj: Any) -> Any:
     scikit-learn's class with the same parameters. Other objects are shallow-copied where
     they hold something converted, and shared otherwise; ``obj`` itself is not changed.
     """
-    return _convert(obj, {})
+    out = _convert(obj, {})
+    _refuse_partial(out, type(obj).__name__)
+    return out
+
+
+def _from_skgpu(obj):
+    """Whether unpickling ``obj`` (not what it holds) would import skgpu."""
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        module = getattr(obj, "__module__", "") or ""
+    else:
+        module = type(obj).__module__
+    return module == "skgpu" or module.startswith("skgpu.")
+
+
+def _skgpu_objects(obj, path, seen, found):
+    """Append ``(path, object)`` for every object in ``obj``'s graph that is skgpu's own
+    (walked as :func:`_convert` walks it)."""
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if _from_skgpu(obj):
+        found.append((path, obj))
+        return
+    if isinstance(obj, BaseEstimator) or _plain_instance(obj):
+        for name, value in vars(obj).items():
+            _skgpu_objects(value, f"{path}.{name}", seen, found)
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            _skgpu_objects(value, f"{path}[{i}]", seen, found)
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            _skgpu_objects(value, f"{path}[{key!r}]", seen, found)
+    elif isinstance(obj, np.ndarray) and obj.dtype == object:
+        for i, value in enumerate(obj.ravel()):
+            _skgpu_objects(value, f"{path}[{i}]", seen, found)
+
+
+def _refuse_partial(converted, name):
+    """Raise where ``converted`` still holds an object of skgpu's (a kernel scikit-learn
+    has no counterpart for, say): a converted model must load without skgpu."""
+    found = []
+    _skgpu_objects(converted, name, set(), found)
+    if found:
+        listed = "; ".join(
+            f"{path}: {getattr(o, '__qualname__', type(o).__qualname__)} from "
+            f"{getattr(o, '__module__', None) if isinstance(o, type) else type(o).__module__}"
+            for path, o in found[:5])
+        more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
+        raise ValueError(
+            f"Cannot convert to scikit-learn only: no scikit-learn counterpart for "
+            f"{listed}{more}; the result would need skgpu to load.")
 
 
 def _plain_instance(obj):
