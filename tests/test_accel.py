@@ -176,6 +176,17 @@ def test_usage(capsys):
     assert "usage:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option", ["--profile-nothing", "-vvv", "--version", "-x"])
+def test_an_unknown_option_is_refused_with_the_usage(option, capsys):
+    """Not taken for a script's name ("can't open file '--version'")."""
+    from skgpu.accel.__main__ import main
+
+    assert main([option, "script.py"]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown option {option!r}" in err and "usage:" in err
+    assert not skgpu.accel.is_installed()
+
+
 def test_a_missing_script_or_module_is_a_clear_error(tmp_path, capsys):
     """Not runpy's traceback: one line naming what is missing, nothing installed."""
     from skgpu.accel.__main__ import main
@@ -267,6 +278,8 @@ _VERBOSE_SCRIPT = textwrap.dedent("""
     X = rng.standard_normal((300, 6))
     y = X @ rng.standard_normal(6)
     make_pipeline(PCA(3), Ridge(solver="lsqr")).fit(X, y).predict(X)
+    for _ in range(3):
+        Ridge(solver="lsqr").fit(X, y)
 """)
 
 
@@ -285,14 +298,18 @@ def test_verbose_accelerator_reports_each_call_and_a_summary(tmp_path, flag):
     calls = [line.split("] ", 1)[1] for line in lines if ": " in line.split("] ", 1)[1]]
     where = "gpu" if backends.gpu_status()[0] else "cpu"
     assert [c.split(":")[0] for c in calls] == ["PCA.fit_transform", "Ridge.fit",
-                                               "PCA.transform", "Ridge.predict"]
+                                               "PCA.transform", "Ridge.predict",
+                                               "Ridge.fit", "Ridge.fit", "Ridge.fit"]
     assert calls[0].startswith(f"PCA.fit_transform: {where}")
-    # the option skgpu hands over, and why
+    # the option skgpu hands over, and why: in full once, then by its number
     assert calls[1].startswith("Ridge.fit: scikit-learn") and "lsqr" in calls[1]
+    number = re.search(r"\(reason (\d+): ", calls[1]).group(1)
+    assert all(c.endswith(f"(reason {number})") and "lsqr" not in c for c in calls[4:])
     assert all((" ms" in c) == (flag == "-vv") for c in calls)
     table = out.stderr[out.stderr.index("summary of the accelerated calls"):]
     assert re.search(rf"PCA\s+{where}\s+2\s", table)
-    assert re.search(r"Ridge\s+scikit-learn\s+1\s", table)
+    assert re.search(r"Ridge\s+scikit-learn\s+4\s", table)
+    assert re.search(rf"\n  {number}  4 calls: .*lsqr", table), table
 
 
 def test_verbose_install_reports_in_process_and_uninstall_restores_the_methods(rng):

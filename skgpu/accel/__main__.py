@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(HELP if argv else USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
+    if argv[0].startswith("-") and argv[0] != "-m":
+        print(f"python -m skgpu.accel: unknown option {argv[0]!r}\n{USAGE}",
+              file=sys.stderr)
+        return 2
     if argv[0] == "-m":
         if len(argv) < 2:
             print(USAGE, file=sys.stderr)

@@ -41,6 +41,8 @@ _verbose = 0
 _wrapped: dict[tuple[type, str], Any] = {}
 #: (estimator, backend) -> [calls, seconds, calls with a reason]
 _totals: dict[tuple[str, str], list] = defaultdict(lambda: [0, 0.0, 0])
+#: reason -> [its number (order of first appearance), calls that gave it]
+_reasons: dict[str, list] = {}
 _handler: logging.Handler | None = None
 _summary_registered = False
 _INHERITED = object()  # a reported method the class did not define itself
@@ -91,11 +93,19 @@ def _report(name, method, backend, reason, seconds):
         entry[0] += 1
         entry[1] += seconds
         entry[2] += reason is not None
+        first = False
+        if reason:
+            seen = _reasons.get(reason)
+            if seen is None:
+                seen = _reasons[reason] = [len(_reasons) + 1, 0]
+                first = True
+            seen[1] += 1
     line = f"{name}.{method}: {backend}"
     if _verbose >= 2:
         line += f", {seconds * 1e3:.3g} ms"
     if reason:
-        line += f" ({reason})"
+        # a reason in full once; after that its number (the summary counts them)
+        line += f" (reason {seen[0]}: {reason})" if first else f" (reason {seen[0]})"
     log.info(line)
 
 
@@ -181,6 +191,12 @@ def summary_table() -> str:
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
              for row in [header, *body]]
+    with _lock:
+        reasons = sorted((number, count, text) for text, (number, count) in _reasons.items())
+    if reasons:
+        lines.append("reasons (each printed in full once):")
+        lines += [f"  {number}  {count} call{'s' if count > 1 else ''}: {text}"
+                  for number, count, text in reasons]
     return "\n".join(["summary of the accelerated calls", *lines])
 
 
@@ -193,3 +209,4 @@ def summary() -> None:
 def reset() -> None:
     with _lock:
         _totals.clear()
+        _reasons.clear()
