@@ -13,7 +13,35 @@ def _gpu_usable():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a usable GPU backend (skipped without one)")
+    config.addinivalue_line("markers", HEAVY_MARKER)
     _share_the_cores_between_xdist_workers()
+
+
+HEAVY_MARKER = ("heavy: starts Python processes (the accelerator's command line, loky "
+                "workers, a Dask cluster, mypy, the benchmarks), runs a whole suite, or "
+                "runs the matrix of Dask chunkings; left out by the quick subset, "
+                "-m 'not heavy'")
+#: The heavy tests (marked at collection): whole modules, or tests by name prefix.
+HEAVY = {
+    "test_typing.py": (),
+    "test_benchmarks.py": (),
+    "test_main.py": (),
+    "test_dask_cli.py": (),
+    "test_dask_failures.py": (),
+    "test_accel.py": ("test_sklearns_own_tests", "test_loky_workers",
+                      "test_python_m_skgpu_accel", "test_verbose_accelerator"),
+    "test_convert.py": ("test_a_model_fitted_under_the_accelerator",
+                        "test_a_converted_model_loads", "test_every_converted_model"),
+    "test_config.py": ("test_config_reaches_joblib_workers",
+                       "test_import_leaves_scikit_learn_untouched"),
+    "test_random_state.py": ("test_a_shared_generator_optimisation_loop",),
+    "test_dask_inputs.py": (),  # every Dask chunking against the in-memory fit
+}
+
+
+def _heavy(item):
+    prefixes = HEAVY.get(item.path.name)
+    return prefixes is not None and (not prefixes or item.name.startswith(prefixes))
 
 
 def _share_the_cores_between_xdist_workers():
@@ -30,6 +58,9 @@ def _share_the_cores_between_xdist_workers():
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _heavy(item):
+            item.add_marker(pytest.mark.heavy)
     if _gpu_usable():
         return
     skip = pytest.mark.skip(reason=f"GPU backend not usable: {backends.gpu_status()[1]}")

@@ -8,7 +8,7 @@ import sys
 
 def _run(*args):
     return subprocess.run([sys.executable, "-m", "skgpu", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True)
 
 
 def test_help_does_not_run_the_demo():

@@ -38,7 +38,7 @@ def test_public_methods_are_annotated():
 def test_mypy_is_clean():
     pytest.importorskip("mypy")
     out = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=280)
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
@@ -54,6 +54,14 @@ model: RidgeCV = RidgeCV().fit(X, X[:, 0])
 skgpu.set_config(device="cpu")
 with skgpu.config_context(device="gpu", matmul_precision="high"):
     pass
+
+from skgpu.gaussian_process import GaussianProcessRegressor
+
+gp: GaussianProcessRegressor = GaussianProcessRegressor().fit(X, X[:, 0])
+print(gp.predict(X).shape)
+mean, std = gp.predict(X, return_std=True)
+mean, cov = gp.predict(X, return_cov=True)
+print(mean.shape, std.shape, cov.shape)
 '''
 
 
@@ -75,7 +83,7 @@ def _mypy_on(tmp_path, source):
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
          "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(script)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=280, env=env)
+        cwd=tmp_path, capture_output=True, text=True, env=env)
 
 
 def test_a_user_script_type_checks(tmp_path):
@@ -89,3 +97,9 @@ def test_a_user_script_type_checks(tmp_path):
     assert out.returncode == 1
     assert 'Revealed type is "skgpu.decomposition._pca.PCA"' in out.stdout
     assert "Literal['cuda']" in out.stdout and "set_config" in out.stdout
+    # a wrong option to a constructor fails; predict's overloads give the tuple's parts
+    out = _mypy_on(tmp_path, USER_SCRIPT + "\nGaussianProcessRegressor(cholesky='dense_please')\n"
+                                           "reveal_type(gp.predict(X, return_std=True))\n")
+    assert out.returncode == 1
+    assert "dense_please" in out.stdout and "cholesky" in out.stdout
+    assert 'Revealed type is "tuple[Any, Any]"' in out.stdout

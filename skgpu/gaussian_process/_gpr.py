@@ -10,7 +10,8 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 from sklearn.base import clone
@@ -273,9 +274,14 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
         "verbose": ["verbose"],
     }
 
-    def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b",
-                 n_restarts_optimizer=0, normalize_y=False, copy_X_train=True,
-                 n_targets=None, random_state=None, cholesky="auto", verbose=0):
+    def __init__(self, kernel: Any = None, *, alpha: float | ArrayLike = 1e-10,
+                 optimizer: Literal["fmin_l_bfgs_b"] | Callable[..., Any] | None = (
+                     "fmin_l_bfgs_b"),
+                 n_restarts_optimizer: int = 0, normalize_y: bool = False,
+                 copy_X_train: bool = True, n_targets: int | None = None,
+                 random_state: RandomStateLike = None,
+                 cholesky: Literal["auto", "dense", "sparse"] = "auto",
+                 verbose: int = 0) -> None:
         super().__init__(kernel=kernel, alpha=alpha, optimizer=optimizer,
                          n_restarts_optimizer=n_restarts_optimizer,
                          normalize_y=normalize_y, copy_X_train=copy_X_train,
@@ -698,11 +704,29 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
             return _LogMarginalLikelihood(ops, X, self.y_train_, alpha)(kernel, eval_gradient)
 
         out, _ = run_with_fallback(
-            work, device=None if vector else "cpu",
+            work, cpu_because=None if vector else (
+                "a kernel on non-vector input (requires_vector_input False) is "
+                "evaluated on the host"),
             operations=("sparse_spd",) if sparse else ("cholesky", "matmul"),
             what="GaussianProcessRegressor.log_marginal_likelihood",
             flops=None if sparse else _cholesky_flops(self.X_train_.shape[0]))
         return out
+
+    @overload
+    def predict(self, X: MatrixLike, return_std: Literal[False] = False,
+                return_cov: Literal[False] = False) -> MatrixLike: ...
+
+    @overload
+    def predict(self, X: MatrixLike, return_std: Literal[True],
+                return_cov: Literal[False] = False) -> tuple[MatrixLike, MatrixLike]: ...
+
+    @overload
+    def predict(self, X: MatrixLike, return_std: Literal[False] = False, *,
+                return_cov: Literal[True]) -> tuple[MatrixLike, MatrixLike]: ...
+
+    @overload
+    def predict(self, X: MatrixLike, return_std: bool = False, return_cov: bool = False
+                ) -> MatrixLike | tuple[MatrixLike, MatrixLike]: ...
 
     def predict(self, X: MatrixLike, return_std: bool = False, return_cov: bool = False
                 ) -> MatrixLike | tuple[MatrixLike, MatrixLike]:
