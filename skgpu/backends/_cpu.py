@@ -555,6 +555,29 @@ class CPUBackend:
             trsm = sla.get_blas_funcs("trsm", (P,))
             P[w:] = trsm(1.0, L, P[w:], side=1, lower=1, trans_a=1)
 
+    def panel_update(self, P, w, out):
+        """``out ← L_RJ L_RJᵀ`` on its lower triangle for a factored panel ``[L_JJ;
+        L_RJ]`` (BLAS syrk; the strict upper triangle is unspecified)."""
+        below = P[w:]
+        syrk = sla.get_blas_funcs("syrk", (below,))
+        out[...] = syrk(1.0, below, lower=1)
+
+    def panel_forward(self, P, w, Y, out):
+        """In place ``Y ← L_JJ⁻¹ Y``, then ``out ← −L_RJ Y`` (the update the rows below
+        take)."""
+        Y[...] = sla.solve_triangular(P[:w, :w], Y, lower=True, check_finite=False)
+        if P.shape[0] > w:
+            np.matmul(P[w:], Y, out=out)
+            np.negative(out, out=out)
+
+    def scatter_add(self, target, index, values, unique=False):
+        """In place ``target[index] += values``, repeated indices summed (``unique``: the
+        caller knows there are none, and the plain indexed update is taken)."""
+        if unique:
+            target[index] += values
+        else:
+            np.add.at(target, index, values)
+
     def cholesky(self, A, *, what="matrix", overwrite=False):
         """Factor of the SPD ``A``; ``overwrite=True`` may reuse A's memory (A must
         then be symmetric, contiguous, and not used again by the caller)."""

@@ -17,19 +17,29 @@ Symbolic part (:class:`SupernodalSymbolic`, NumPy):
 - **Row structure and tree**: a supernode's rows below its diagonal block are its
   columns' neighbours past it together with its children's rows past it; its parent is
   the supernode of its first such row (the supernodal elimination tree, Liu 1990). Every
-  row of a child then lies in its parent's columns or rows, which the multifrontal
-  update needs.
+  row of a child then lies in its parent's columns or rows, and every pair of a
+  supernode's rows is an entry of L's structure (where its update goes).
 
-Numeric part (:class:`SupernodalFactor`, on ``ops``): the multifrontal method (Duff and
-Reid 1983; Liu 1992). In postorder each supernode's panel ``[A_JJ; A_RJ]`` is assembled
-from A (one scatter for all panels) and from its children's update matrices
-(extend-add), factored in place into ``[L_JJ; L_RJ]`` (``ops.panel_cholesky``), and
-leaves the update ``U = (assembled) − L_RJ L_RJᵀ`` for its parent. All panels live in one
-buffer. ``logdet`` is twice the sum of the logs of the diagonal; ``solve`` runs forward
-and back through the panels; :meth:`SupernodalFactor.quadratic_forms` solves
-``L⁻¹ P b`` for sparse b only through the supernodes b reaches (the ancestors of the
-supernodes holding its non-zeros), test points taken in chunks that are close in the
-order, each chunk's reach solved as one dense block (Gilbert and Peierls 1988).
+Numeric part (:class:`SupernodalFactor`, on ``ops``): right-looking by levels of the
+tree (a leaf at level 0, a parent above its highest child). A's values are scattered into
+the panels ``[A_JJ; A_RJ]`` (one buffer for all); then, level by level, each supernode's
+panel is factored in place into ``[L_JJ; L_RJ]`` (``ops.panel_cholesky``: potrf and
+trsm), and the level's updates ``L_RJ L_RJᵀ`` (``ops.panel_update``: syrk) are
+subtracted from its ancestors' panels in one scatter per group of supernodes
+(``ops.scatter_add``), their targets computed on the device by array arithmetic from
+the rows (``_update_targets``). A level's supernodes are independent and every update
+reaching a panel comes from a lower level, so three dense kernels a supernode and one
+scatter a group replace the per-child assembly of the multifrontal method. ``logdet``
+is twice the sum of the logs of the diagonal; ``solve`` runs forward and back through
+the panels; :meth:`SupernodalFactor.quadratic_forms` solves ``L⁻¹ P b`` for sparse b
+only through the supernodes b reaches (the ancestors of the supernodes holding its
+non-zeros), test points taken in chunks that are close in the order, each chunk's reach
+solved as one dense block (Gilbert and Peierls 1988): a trsm and a GEMM on the blocks
+where they lie (``ops.panel_forward``) and a scatter into the rows below, a supernode.
+:meth:`SupernodalFactor.selected_inverse` gives ``A⁻¹`` on L's structure by Takahashi's
+recurrences, from the root down by the same levels, gathering from the positions the
+factorisation scattered to; :meth:`SupernodalFactor.inverse_on` reads it on A's
+pattern (the likelihood's exact gradient).
 
 Why our own: neither cuDSS nor a kept-up Python package hands out L in supernodal form
 (cuDSS keeps it; CHOLMOD through cvxopt exports it as a CSC matrix on the host, after a
@@ -52,6 +62,9 @@ LEAF_SIZE = 256
 MAX_SEPARATOR_FRACTION = 0.5
 #: Bytes of a chunk's dense forward-solve block in :meth:`SupernodalFactor.quadratic_forms`.
 CHUNK_BYTES = 1 << 30
+#: Entries of the update products scattered at once in the numeric factorisation (their
+#: values and target positions, and the index arithmetic's temporaries, scale with it).
+UPDATE_ENTRIES = 1 << 24
 
 
 def nested_dissection(points, radius, leaf_size=LEAF_SIZE):
@@ -99,8 +112,9 @@ def nested_dissection(points, radius, leaf_size=LEAF_SIZE):
 class SupernodalSymbolic:
     """The symbolic factorisation of a symmetric pattern (CSR ``indptr``/``indices``, both
     triangles and the diagonal, host arrays) under the ordering ``order`` with supernodes
-    ``bounds`` (:func:`nested_dissection`): rows, tree, panel layout and the maps that
-    assemble A's values (in the CSR's order) and the children's updates."""
+    ``bounds`` (:func:`nested_dissection`): rows, tree and its levels, panel layout, the
+    map that assembles A's values (in the CSR's order) and the rows' keys the update
+    targets are found by."""
 
     def __init__(self, indptr, indices, order, bounds):
         indptr = np.asarray(indptr, dtype=np.int64)
@@ -115,14 +129,19 @@ class SupernodalSymbolic:
         self.n_supernodes = ns
         owner = np.repeat(np.arange(ns), np.diff(bounds))
         self.owner = owner
-        r = self.position[np.repeat(np.arange(n), np.diff(indptr))]
-        c = self.position[indices]
+        # the entries' new rows and columns (32-bit where they fit: half the traffic)
+        small = np.int32 if n < 2**31 else np.int64
+        position = self.position.astype(small)
+        r = np.repeat(position, np.diff(indptr))
+        c = position[indices]
         lower = np.flatnonzero(r >= c)
-        r, c = r[lower], c[lower]
+        r, c = r[lower].astype(np.int64), c[lower].astype(np.int64)
         s_of = owner[c]
         end = bounds[1:][s_of]
         below = r >= end
-        key = np.unique(s_of[below] * n + r[below])
+        key = np.sort(s_of[below] * n + r[below])
+        if key.size:
+            key = key[np.concatenate([[True], key[1:] != key[:-1]])]
         adj_owner, adj_rows = np.divmod(key, n)
         adj_start = np.searchsorted(adj_owner, np.arange(ns + 1))
         rows, parent = [], np.full(ns, -1, dtype=np.int64)
@@ -142,10 +161,6 @@ class SupernodalSymbolic:
         heights = widths + np.array([R.size for R in rows], dtype=np.int64)
         self.widths, self.heights = widths, heights
         self.offsets = np.concatenate([[0], np.cumsum(widths * heights)]).astype(np.int64)
-        self.children = [[] for _ in range(ns)]
-        for s in range(ns):
-            if parent[s] >= 0:
-                self.children[parent[s]].append(s)
         # A's lower entries into the panels: local row (within the block, or the place in
         # R below it), local column, panel offset; flat Fortran positions
         r_cat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
@@ -158,21 +173,40 @@ class SupernodalSymbolic:
             local_row[below] = widths[s_of[below]] + place - r_start[s_of[below]]
         self.value_index = lower  # positions in the CSR's values, one per entry
         self.panel_position = self.offsets[s_of] + local_row + (c - a) * heights[s_of]
-        # each child's rows as places in its parent's panel rows [J_p; R_p]: sorted, so
-        # those in the parent's columns come first (``split`` of them)
-        self.relative, self.split = [None] * ns, np.zeros(ns, dtype=np.int64)
+        # the rows of all supernodes end to end, and a sorted key for finding a row's
+        # place in its supernode's rows: owner · n + row
+        self.row_start = r_start.astype(np.int64)
+        self.rows_cat = r_cat
+        self.rows_key = r_owner * n + r_cat
+        # levels: a leaf is at 0, a parent one above its highest child; a level's
+        # supernodes are independent, and all their descendants lie below them
+        level = np.zeros(ns, dtype=np.int64)
         for s in range(ns):
-            p = parent[s]
-            if p < 0:
-                continue
-            R = rows[s]
-            inside = R < bounds[p + 1]
-            rel = np.empty(R.size, dtype=np.int64)
-            rel[inside] = R[inside] - bounds[p]
-            rel[~inside] = widths[p] + np.searchsorted(rows[p], R[~inside])
-            self.relative[s] = rel
-            self.split[s] = int(np.count_nonzero(inside))
+            if parent[s] >= 0:
+                level[parent[s]] = max(level[parent[s]], level[s] + 1)
+        self.level = level
         self.nnz = int(self.offsets[-1])
+
+    def schedule(self, budget=UPDATE_ENTRIES):
+        """The numeric factorisation's order: per level, its supernodes (all factored
+        before any of their updates is applied) and their updates in groups of at
+        most ``budget`` product entries (a supernode past it alone): ``[(level's
+        supernodes, [(group, offsets of each one's r × r product in the group)])]``."""
+        r = self.heights - self.widths
+        out = []
+        for L in range(int(self.level.max()) + 1 if self.n_supernodes else 0):
+            nodes = np.flatnonzero(self.level == L)
+            with_rows = nodes[r[nodes] > 0]
+            groups, start = [], 0
+            sizes = r[with_rows] ** 2
+            while start < with_rows.size:
+                total = np.cumsum(sizes[start:])
+                stop = start + max(1, int(np.searchsorted(total, budget, side="right")))
+                group = with_rows[start:stop]
+                groups.append((group, np.concatenate([[0], np.cumsum(sizes[start:stop])])))
+                start = stop
+            out.append((nodes, groups))
+        return out
 
     @classmethod
     def from_points(cls, points, indptr, indices, radius, leaf_size=LEAF_SIZE):
@@ -208,9 +242,18 @@ class SupernodalFactor:
         xp = ops.xp
         self._value_index = xp.asarray(symbolic.value_index)
         self._panel_position = xp.asarray(symbolic.panel_position)
-        self._relative = [None if r is None else xp.asarray(r) for r in symbolic.relative]
         self._rows = [xp.asarray(R) for R in symbolic.rows]
         self._order = xp.asarray(symbolic.order)
+        # the symbolic arrays the update targets are computed from, on the device
+        self._dev = {name: xp.asarray(getattr(symbolic, name)) for name in (
+            "owner", "bounds", "offsets", "heights", "widths", "row_start", "rows_cat",
+            "rows_key")}
+        self._dev["r"] = self._dev["heights"] - self._dev["widths"]
+        self._schedule = symbolic.schedule()
+        diag = (np.repeat(symbolic.offsets[:-1], symbolic.widths)
+                + (np.arange(symbolic.n) - np.repeat(symbolic.bounds[:-1], symbolic.widths))
+                * np.repeat(symbolic.heights + 1, symbolic.widths))
+        self._diagonal = xp.asarray(diag)
         self.refactor(A)
 
     @property
@@ -227,28 +270,29 @@ class SupernodalFactor:
         ops, sym = self.ops, self.symbolic
         xp = ops.xp
         values = xp.asarray(A.data if ops.is_sparse(A) else A, dtype=np.float64)
-        buffer = xp.zeros(sym.nnz, dtype=np.float64)
+        buffer = getattr(self, "buffer", None)
+        if buffer is None:  # the first factorisation (a refactorisation reuses it: one
+            buffer = xp.zeros(sym.nnz, dtype=np.float64)  # L's bytes at the peak, not two)
+        else:
+            buffer.fill(0.0)
         buffer[self._panel_position] = values[self._value_index]
         self.buffer = buffer
         status = xp.zeros(sym.n_supernodes, dtype=np.int32)
-        updates = {}  # the children's update matrices, until their parent takes them
-        for s in range(sym.n_supernodes):
-            P, w = self._panel(s)
-            m = P.shape[0]
-            U = xp.zeros((m - w, m - w), order="F") if m > w else None
-            for c in sym.children[s]:
-                Uc = updates.pop(c)
-                rel, k = self._relative[c], int(sym.split[c])
-                if k:
-                    P[rel[:, None], rel[None, :k]] += Uc[:, :k]
-                if k < rel.size:
-                    out = rel[k:] - w
-                    U[out[:, None], out[None, :]] += Uc[k:, k:]
-            ops.panel_cholesky(P, w, status, s)
-            if U is not None:
-                below = P[w:]
-                U -= below @ below.T
-                updates[s] = U
+        for nodes, groups in self._schedule:
+            for s in nodes.tolist():
+                P, w = self._panel(s)
+                ops.panel_cholesky(P, w, status, s)
+            for group, product_offsets in groups:
+                products = xp.empty(int(product_offsets[-1]), dtype=np.float64)
+                for s, o in zip(group.tolist(), product_offsets[:-1].tolist()):
+                    P, w = self._panel(s)
+                    r = P.shape[0] - w
+                    ops.panel_update(P, w, products[o:o + r * r].reshape((r, r), order="F"))
+                targets, lower = self._update_targets(group, product_offsets)
+                products = products[lower]
+                xp.negative(products, out=products)
+                ops.scatter_add(buffer, targets, products)
+                del products, targets, lower
         bad = np.flatnonzero(ops.to_host(status))
         if bad.size:
             from ._common import not_positive_definite
@@ -259,17 +303,96 @@ class SupernodalFactor:
                 self.what, f"leading minor of order {column} (in the fill-reducing "
                 "order) is not positive")
 
+    def _update_targets(self, group, product_offsets):
+        """Where the lower triangles of ``group``'s update products ``L_RJ L_RJᵀ`` (end to
+        end, each r × r Fortran-ordered at ``product_offsets``) go in the panel buffer:
+        ``(targets, lower)``, ``lower`` the products' entries on or below their diagonals.
+        Entry (i, j), i ≥ j, of supernode s's product is L's entry at (R[i], R[j]): in the
+        panel of the supernode a owning column R[j], at row R[i] − first(a) if R[i] is
+        one of a's columns, else at w_a + (R[i]'s place in a's rows). Array arithmetic
+        on the backend's device (the Cholesky fill makes every such row one of a's)."""
+        xp = self.ops.xp
+        d = self._dev
+        nodes = xp.asarray(group)
+        offsets = xp.asarray(product_offsets)
+        k = xp.arange(int(product_offsets[-1]), dtype=np.int64)
+        g = xp.searchsorted(offsets[1:], k, side="right")
+        local = k - offsets[g]
+        del k
+        r = d["r"][nodes][g]
+        i, j = local % r, local // r
+        del local, r
+        lower = xp.flatnonzero(i >= j)
+        g, i, j = g[lower], i[lower], j[lower]
+        base = d["row_start"][nodes][g]
+        del g
+        row, col = d["rows_cat"][base + i], d["rows_cat"][base + j]
+        del base, i, j
+        return self._positions(row, col), lower
+
+    def _positions(self, row, col):
+        """Where L's entries ``(row, col)`` (new order, row ≥ col, in the factor's
+        structure; device arrays) are in the panel buffer."""
+        xp = self.ops.xp
+        d = self._dev
+        a = d["owner"][col]
+        first = d["bounds"][a]
+        inside = row < d["bounds"][a + 1]
+        place = xp.searchsorted(d["rows_key"], a * self.symbolic.n + row) - d["row_start"][a]
+        row_local = xp.where(inside, row - first, d["widths"][a] + place)
+        return d["offsets"][a] + row_local + (col - first) * d["heights"][a]
+
+    # --- selected inversion -----------------------------------------------------------
+    def selected_inverse(self):
+        """``Z = (P A Pᵀ)⁻¹`` on the factor's structure, in the panels' layout (a buffer
+        like L's): Takahashi's recurrences by supernodes, from the root down (a level's
+        supernodes at once, their ancestors done). With ``L̃ = L_RJ L_JJ⁻¹``:
+        ``Z_RJ = −Z_RR L̃`` and ``Z_JJ = L_JJ⁻ᵀ L_JJ⁻¹ − L̃ᵀ Z_RJ``, ``Z_RR`` gathered
+        from the ancestors' panels where the factorisation scattered its updates (the
+        same positions). About twice the factorisation's arithmetic."""
+        ops, sym = self.ops, self.symbolic
+        xp = ops.xp
+        Z = xp.zeros(sym.nnz + 0, dtype=np.float64)
+        for nodes, groups in reversed(self._schedule):
+            gathered = {}
+            for group, product_offsets in groups:
+                targets, lower = self._update_targets(group, product_offsets)
+                flat = xp.zeros(int(product_offsets[-1]), dtype=np.float64)
+                flat[lower] = Z[targets]
+                del targets, lower
+                for s, o in zip(group.tolist(), product_offsets[:-1].tolist()):
+                    r = int(sym.heights[s] - sym.widths[s])
+                    B = flat[o:o + r * r].reshape((r, r), order="F")
+                    gathered[s] = B + B.T - xp.diag(xp.diagonal(B))
+            for s in nodes.tolist():
+                P, w = self._panel(s)
+                off, m = int(sym.offsets[s]), P.shape[0]
+                Zp = Z[off:off + m * w].reshape((m, w), order="F")
+                L_inv = ops.solve_triangular(P[:w, :w], xp.eye(w))
+                Z_JJ = L_inv.T @ L_inv
+                if m > w:
+                    tilde = P[w:] @ L_inv
+                    Z_RJ = -(gathered.pop(s) @ tilde)
+                    Z_JJ -= tilde.T @ Z_RJ
+                    Zp[w:] = Z_RJ
+                Zp[:w] = Z_JJ
+        return Z
+
+    def inverse_on(self, rows, cols):
+        """``(A⁻¹)[rows, cols]`` for pairs in A's pattern (original indices, device or
+        host arrays), from :meth:`selected_inverse`."""
+        xp = self.ops.xp
+        position = self._dev.get("position")
+        if position is None:
+            position = self._dev["position"] = xp.asarray(self.symbolic.position)
+        r = position[xp.asarray(rows)]
+        c = position[xp.asarray(cols)]
+        Z = self.selected_inverse()
+        return Z[self._positions(xp.maximum(r, c), xp.minimum(r, c))]
+
     def logdet(self):
         xp = self.ops.xp
-        sym = self.symbolic
-        total = 0.0
-        diag = []
-        for s in range(sym.n_supernodes):
-            P, w = self._panel(s)
-            diag.append(xp.diagonal(P[:w, :w]))
-        if diag:
-            total = 2.0 * float(xp.log(xp.concatenate(diag)).sum())
-        return total
+        return 2.0 * float(xp.log(self.buffer[self._diagonal]).sum())
 
     def solve(self, B):
         """``A⁻¹ B`` for a dense B (n,) or (n, k) on the factor's device."""
@@ -339,30 +462,37 @@ class SupernodalFactor:
 
     def _forward_chunks(self, B, keep):
         """Forward solves ``L⁻¹ P bᵢ`` through each chunk's reach; yields per chunk
-        ``(points, reach, Y)`` with Y (height × points) on the device, or the chunk's
-        quadratic forms only (``keep`` False: ``(points, None, forms)``)."""
+        ``(points, reach, Y)`` with Y (height × points, Fortran-ordered) on the device,
+        or the chunk's quadratic forms only (``keep`` False: ``(points, None, forms)``).
+        Per supernode of the reach: one trsm and one GEMM where the blocks lie, and one
+        scatter of the update into the rows below."""
         ops, sym = self.ops, self.symbolic
         xp = ops.xp
+        d = self._dev
+        local = xp.empty(sym.n, dtype=np.int64)  # a reach column's row in the chunk's block
         for chunk, reach, height, cols, pts, vals in self._chunks(B):
             widths = sym.widths[reach]
             starts = np.concatenate([[0], np.cumsum(widths)])
-            local_of = np.full(sym.n, -1, dtype=np.int64)
-            local_of[np.repeat(sym.bounds[reach] - starts[:-1], widths)
-                     + np.arange(height)] = np.arange(height)
-            local_dev = xp.asarray(local_of)
-            work = xp.zeros((height, chunk.size))
-            work[xp.asarray(local_of[cols]), xp.asarray(pts)] = xp.asarray(vals)
-            forms = xp.zeros(chunk.size)
-            for s, st in zip(reach.tolist(), starts[:-1].tolist()):
+            r = sym.heights[reach] - widths
+            row_ends = np.cumsum(r)
+            local[xp.asarray(np.repeat(sym.bounds[reach] - starts[:-1], widths)
+                             + np.arange(height))] = xp.arange(height)
+            # every reach supernode's rows, as rows of the block, end to end
+            first_row = sym.row_start[reach]
+            rows_at = (np.repeat(first_row - (row_ends - r), r)
+                       + np.arange(int(row_ends[-1]) if r.size else 0))
+            block_rows = local[d["rows_cat"][xp.asarray(rows_at)]]
+            work = xp.zeros((height, chunk.size), order="F")
+            work[local[xp.asarray(cols)], xp.asarray(pts)] = xp.asarray(vals)
+            update = xp.empty(int(r.max()) * chunk.size if r.size else 0)
+            for s, st, re, rs in zip(reach.tolist(), starts[:-1].tolist(),
+                                     row_ends.tolist(), r.tolist()):
                 P, w = self._panel(s)
-                y = ops.solve_triangular(P[:w, :w], work[st:st + w])
-                if keep:
-                    work[st:st + w] = y
-                else:
-                    forms += (y * y).sum(axis=0)
-                if P.shape[0] > w:
-                    work[local_dev[self._rows[s]]] -= P[w:] @ y
-            yield chunk, reach, (work if keep else forms)
+                out = update[:rs * chunk.size].reshape((rs, chunk.size), order="F")
+                ops.panel_forward(P, w, work[st:st + w], out)
+                if rs:
+                    ops.scatter_add(work, block_rows[re - rs:re], out, unique=True)
+            yield chunk, reach, (work if keep else (work * work).sum(axis=0))
 
     def quadratic_forms(self, B, block_bytes=1 << 30):
         """``bᵢᵀ A⁻¹ bᵢ = ‖L⁻¹ P bᵢ‖²`` (host array) for each row of the sparse (m, n)

@@ -249,14 +249,22 @@ def neighbour_pairs(X, Y, radius):
     return coo.col.astype(np.int64), coo.row.astype(np.int64)
 
 
-def cell_list_pairs(xp, X, radius):
-    """All (i, j) with ‖X[i] - X[j]‖ <= radius (both orders and i = j), rows ascending,
-    by a cell list: points binned in cells of side ``radius``, each compared with the 3^d
-    neighbouring cells. Array operations only (NumPy or CuPy), for d <= 3."""
+def cell_list_pairs(xp, X, radius, Y=None):
+    """All (i, j) with ‖X[i] - Y[j]‖ <= radius (Y None: X with itself, both orders and
+    i = j), rows ascending and the columns ascending within a row, by a cell list: the
+    points of Y binned in cells of side ``radius``, each point of X compared with those
+    in the 3^d cells around its own. Array operations only (NumPy or CuPy), d <= 3."""
+    if Y is None:
+        Y = X
     n, d = X.shape
-    lo = X.min(axis=0)
+    n_y = Y.shape[0]
+    if n == 0 or n_y == 0:
+        empty = xp.zeros(0, dtype=xp.int64)
+        return empty, empty
+    lo = xp.minimum(X.min(axis=0), Y.min(axis=0))
     cells = xp.floor((X - lo) / radius).astype(xp.int64)
-    shape = cells.max(axis=0) + 1
+    cells_y = cells if Y is X else xp.floor((Y - lo) / radius).astype(xp.int64)
+    shape = xp.maximum(cells.max(axis=0), cells_y.max(axis=0)) + 1
     shape_host = [int(v) for v in (shape.get() if hasattr(shape, "get") else shape)]
     strides = np.cumprod([1] + shape_host[::-1][:-1])[::-1].copy()
 
@@ -268,14 +276,14 @@ def cell_list_pairs(xp, X, radius):
             out = out + c[:, k] * int(strides[k])
         return out
 
-    cell_id = flat(cells)
+    cell_id = flat(cells_y)
     order = xp.argsort(cell_id)
     sorted_ids = cell_id[order]
     # the occupied cells only (no dense grid, however sparse the points): their ids, and
     # where each one's points start and end in the sorted order
     bounds = xp.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
     cell_starts = xp.concatenate([xp.zeros(1, dtype=bounds.dtype), bounds])
-    cell_ends = xp.concatenate([bounds, xp.full(1, n, dtype=bounds.dtype)])
+    cell_ends = xp.concatenate([bounds, xp.full(1, n_y, dtype=bounds.dtype)])
     occupied = sorted_ids[cell_starts]
     rows_out, cols_out = [], []
     r2 = radius * radius
@@ -295,13 +303,16 @@ def cell_list_pairs(xp, X, radius):
         k = xp.arange(total)
         row = xp.searchsorted(ends_cum, k, side="right")
         col = order[first[row] + (k - (ends_cum - counts)[row])]
-        diff = X[row] - X[col]
+        diff = X[row] - Y[col]
         keep = (diff * diff).sum(axis=1) <= r2
         rows_out.append(row[keep])
         cols_out.append(col[keep])
+    if not rows_out:
+        empty = xp.zeros(0, dtype=xp.int64)
+        return empty, empty
     rows = xp.concatenate(rows_out)
     cols = xp.concatenate(cols_out)
-    key = xp.argsort(rows * n + cols)
+    key = xp.argsort(rows * n_y + cols)
     return rows[key], cols[key]
 
 
@@ -356,6 +367,17 @@ class _Pattern:
         return ops.csr_matrix(values, self.indices, self.indptr, (self.n, self.n))
 
 
+def default_factorization(ops):
+    """The sparse factorisation the likelihood uses on ``ops``: the backend's own
+    (CHOLMOD or SuperLU on the CPU, cuDSS on the GPU) unless ``SPARSE_FACTORIZATION``
+    names skgpu's supernodal one for it."""
+    return SPARSE_FACTORIZATION.get(ops.name, "backend")
+
+
+#: backend name -> "supernodal" or "backend" (see :func:`default_factorization`).
+SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "backend"}
+
+
 class SparseLogMarginalLikelihood:
     """LML and its gradient with a sparse K on one backend: exact where the factor gives
     K⁻¹ on the pattern (CHOLMOD on the CPU), else exact for the hyperparameters whose ∂K
@@ -364,8 +386,12 @@ class SparseLogMarginalLikelihood:
     Holds the pattern and the factor between calls: refactorisation reuses the analysis.
     """
 
-    def __init__(self, ops, X, y, alpha):
+    def __init__(self, ops, X, y, alpha, factorization=None):
         self.ops = ops
+        #: "supernodal" (skgpu's factor: exact gradient by selected inversion, L for the
+        #: variance) or "backend" (``ops.sparse_spd``: CHOLMOD / SuperLU, cuDSS)
+        self.factorization = (default_factorization(ops) if factorization is None
+                              else factorization)
         self.X_host = np.asarray(ops.to_host(X), dtype=np.float64)
         self.X = ops.asarray(self.X_host)
         y = ops.asarray(y, dtype=np.float64)
@@ -409,10 +435,34 @@ class SparseLogMarginalLikelihood:
         K = self.kernel_matrix(kernel, shift, value)
         self.n_factorizations += 1
         if self.factor is None:
-            self.factor = self.ops.sparse_spd(K, what="kernel matrix")
+            if self.factorization == "supernodal":
+                from ..backends import SupernodalFactor
+
+                self.factor = SupernodalFactor(self.ops, self._symbolic(), K,
+                                               what="kernel matrix")
+            else:
+                self.factor = self.ops.sparse_spd(K, what="kernel matrix")
         else:
             self.factor.refactor(K)
         return self.factor
+
+    def _symbolic(self):
+        """skgpu's supernodal analysis of the current pattern (made once per pattern)."""
+        from ..backends import SupernodalSymbolic
+
+        cached = getattr(self, "_symbolic_of", None)
+        if cached is not None and cached[0] is self.pattern:
+            return cached[1]
+        pattern = self.pattern
+        start = time.perf_counter()
+        symbolic = SupernodalSymbolic.from_points(
+            self.X_host, self.ops.to_host(pattern.indptr), self.ops.to_host(pattern.indices),
+            pattern.radius)
+        logger.debug("sparse GP: supernodal analysis, %d supernodes, %d stored entries of "
+                     "L, %.2f s", symbolic.n_supernodes, symbolic.nnz,
+                     time.perf_counter() - start)
+        self._symbolic_of = (pattern, symbolic)
+        return symbolic
 
     def variance_factor(self, kernel):
         """A factor of K(kernel) (+ alpha·I) whose quadratic forms solve with L through
@@ -422,7 +472,7 @@ class SparseLogMarginalLikelihood:
         itself), its symbolic part made once per pattern and its numeric part once per
         matrix (one factorisation, reused while the kernel's values on the pattern are
         the same)."""
-        from ..backends import SupernodalFactor, SupernodalSymbolic
+        from ..backends import SupernodalFactor
 
         self._ensure_pattern(support_radius(kernel))
         factor = self.factor
@@ -434,19 +484,9 @@ class SparseLogMarginalLikelihood:
         if cached is not None and cached[0] is self.pattern and bool(
                 xp.array_equal(cached[1], K.data)):
             return cached[2]
-        pattern = self.pattern
-        symbolic = cached[3] if cached is not None and cached[0] is pattern else None
-        if symbolic is None:
-            start = time.perf_counter()
-            symbolic = SupernodalSymbolic.from_points(
-                self.X_host, self.ops.to_host(pattern.indptr),
-                self.ops.to_host(pattern.indices), pattern.radius)
-            logger.debug("sparse GP: supernodal analysis, %d supernodes, %d stored "
-                         "entries of L, %.2f s", symbolic.n_supernodes, symbolic.nnz,
-                         time.perf_counter() - start)
         self._variance = None
-        factor = SupernodalFactor(self.ops, symbolic, K, what="kernel matrix")
-        self._variance = (pattern, K.data.copy(), factor, symbolic)
+        factor = SupernodalFactor(self.ops, self._symbolic(), K, what="kernel matrix")
+        self._variance = (self.pattern, K.data.copy(), factor)
         return factor
 
     def solve_y(self, factor):
@@ -601,9 +641,13 @@ def sparse_predict(ops, kernel, lml, X_test, alpha_vec, *, kdiag, return_std, re
     xp = ops.xp
     X_test = np.asarray(ops.to_host(X_test), dtype=np.float64)
     m, n = X_test.shape[0], lml.X_host.shape[0]
-    radius = support_radius(kernel)
-    rows, cols = neighbour_pairs(X_test, lml.X_host, radius * 1.0000001)
+    radius = support_radius(kernel) * 1.0000001
     Xt = ops.asarray(X_test)
+    if ops.neighbour_search == "cell-list" and X_test.shape[1] <= 3:
+        # on the device, as the training pattern's
+        rows, cols = cell_list_pairs(xp, Xt, radius, Y=lml.X)
+    else:
+        rows, cols = neighbour_pairs(X_test, lml.X_host, radius)
     pairs = Pairs(ops, Xt, lml.X, rows, cols, same=False)
     value, _ = pair_values(kernel, pairs)
     values = xp.broadcast_to(xp.asarray(value, dtype=np.float64), (pairs.size,)).copy()

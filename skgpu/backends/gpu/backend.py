@@ -268,6 +268,23 @@ class GPUBackend:
         to ``status[index]`` (an int32 device array read once for all panels)."""
         cusolver.potrf_panel(P, w, status, index)
 
+    def panel_update(self, P, w, out):
+        """``out ← L_RJ L_RJᵀ`` on its lower triangle for a factored panel ``[L_JJ;
+        L_RJ]`` (cuBLAS syrk with the panel's leading dimension)."""
+        cublas.panel_update(P, w, out)
+
+    def panel_forward(self, P, w, Y, out):
+        """In place ``Y ← L_JJ⁻¹ Y``, then ``out ← −L_RJ Y`` (cuBLAS trsm and GEMM on the
+        blocks where they lie, no copies)."""
+        cublas.panel_forward(P, w, Y, out)
+
+    def scatter_add(self, target, index, values, unique=False):
+        """In place ``target[index] += values``, repeated indices summed (atomics: one
+        kernel, whether or not ``unique``)."""
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+
     def cholesky(self, A, *, what="matrix", overwrite=False):
         F, info = cusolver.potrf(self.asarray(A), overwrite=overwrite)
         if info > 0:

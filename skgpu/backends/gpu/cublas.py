@@ -127,6 +127,54 @@ def trsm_right_lower_t(P, w):
         P.data.ptr + w * P.itemsize, m)
 
 
+def _fortran_view(A):
+    """(pointer, leading dimension) of a 2-D device array whose columns are contiguous
+    (a Fortran-ordered array or a block of rows of one)."""
+    if A.ndim != 2 or (A.strides[0] != A.itemsize and A.shape[0] > 1):
+        raise ValueError("a block of a Fortran-ordered array is needed here")
+    ld = max(A.strides[1] // A.itemsize if A.shape[1] > 1 else A.shape[0], A.shape[0], 1)
+    return A.data.ptr, ld
+
+
+def panel_update(P, w, out):
+    """``out ← L_RJ L_RJᵀ`` on out's lower triangle (syrk; the strict upper one is left
+    as it was), for the Fortran-ordered m × w panel ``P = [L_JJ; L_RJ]`` and a
+    Fortran-ordered (m − w) × (m − w) ``out``."""
+    m = P.shape[0]
+    r = m - w
+    prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[P.dtype]
+    one, zero = np.array([1.0], dtype=P.dtype), np.array([0.0], dtype=P.dtype)
+    c, ldc = _fortran_view(out)
+    getattr(cublas, prefix + "syrk")(
+        blas_handle(), cublas.FillMode.LOWER, cublas.Operation.N, r, w, one.ctypes.data,
+        P.data.ptr + w * P.itemsize, m, zero.ctypes.data, c, ldc)
+
+
+def panel_forward(P, w, Y, out):
+    """In place ``Y ← L_JJ⁻¹ Y`` (trsm from the left), then ``out ← −L_RJ Y`` (GEMM: the
+    update the rows below take), for
+    the Fortran-ordered m × w panel ``P = [L_JJ; L_RJ]``, a w × k block Y with contiguous
+    columns (rows of a Fortran-ordered array) and a Fortran-ordered (m − w) × k ``out``
+    (m > w), or none (m = w)."""
+    m = P.shape[0]
+    k = Y.shape[1]
+    if k == 0:
+        return
+    prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[P.dtype]
+    one, zero = np.array([1.0], dtype=P.dtype), np.array([0.0], dtype=P.dtype)
+    minus = np.array([-1.0], dtype=P.dtype)
+    y, ldy = _fortran_view(Y)
+    handle = blas_handle()
+    getattr(cublas, prefix + "trsm")(
+        handle, cublas.SideMode.LEFT, cublas.FillMode.LOWER, cublas.Operation.N,
+        cublas.DiagType.NON_UNIT, w, k, one.ctypes.data, P.data.ptr, m, y, ldy)
+    if m > w:
+        c, ldc = _fortran_view(out)
+        getattr(cublas, prefix + "gemm")(
+            handle, cublas.Operation.N, cublas.Operation.N, m - w, k, w, minus.ctypes.data,
+            P.data.ptr + w * P.itemsize, m, y, ldy, zero.ctypes.data, c, ldc)
+
+
 def solve_triangular(L, B, transpose=False):
     """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (trsm; only the
     lower triangle is read)."""
