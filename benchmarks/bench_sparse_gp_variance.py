@@ -16,14 +16,14 @@ supernodes each test point reaches: on the CPU the likelihood's own factor (CHOL
 the ``sparse`` extra, SuperLU without), on the GPU skgpu's supernodal factor
 (``skgpu.backends._supernodal``; cuDSS, which factors the likelihood, keeps L to itself).
 Every row is the public method, timed cold (the first call after the fit: it makes the
-factor or reads it out) and warm (median of 3 after that). The reference route, full
+factor or reads it out) and warm (median of 3 after that), except the side-by-side row:
+the two factorisations of the same matrix (skgpu's supernodal one and the backend's) and
+the likelihood with its gradient on each, timed through the likelihood object. The reference route, full
 solves with every test point's covariance column as a dense right-hand side (the
 likelihood's factor: what cuDSS gives), is timed on ``--reference-points`` points and
 scaled linearly (its cost is linear in the points); the std and covariance of the two
 routes are compared on those points, and with the dense path's up to ``--dense-max``.
-On the GPU, the supernodal factor's analysis and one refactorisation are timed beside
-cuDSS's refactorisation of the same matrix, and the memory pool's bytes after each step
-recorded.
+The memory pool's bytes after each step are recorded on the GPU.
 """
 
 import time
@@ -92,6 +92,50 @@ class FullSolves:
         self.cls.quadratic_forms, self.cls.quadratic_form_matrix = self.saved
 
 
+def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
+    """The two factorisations of the same matrix: skgpu's supernodal one (its analysis,
+    a refactorisation, its selected inverse) beside the backend's (cuDSS, CHOLMOD or
+    SuperLU); and the likelihood with its gradient on each (skgpu's: one factorisation
+    and the selected inverse, exact; the backend's: CHOLMOD's exact gradient, else the
+    split / differenced one), the gradients' agreement."""
+    from skgpu.backends._supernodal import SupernodalFactor, SupernodalSymbolic
+    from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood
+
+    pattern = lml.pattern
+    symbolic, analysis_s = synchronized(lambda: SupernodalSymbolic.from_points(
+        lml.X_host, ops.to_host(pattern.indptr), ops.to_host(pattern.indices),
+        pattern.radius))
+    K = lml.kernel_matrix(gp.kernel_)
+    ours = variance if isinstance(variance, SupernodalFactor) else SupernodalFactor(
+        ops, symbolic, K)
+    _, ours_refactor = timeit(lambda: ours.refactor(K), 3)
+    _, theirs_refactor = timeit(lambda: factor.refactor(K), 3)
+    _, selected = timeit(ours.selected_inverse, 3)
+    row = {"case": f"factorisations side by side, {tag}",
+           "supernodal_analysis_s": analysis_s,
+           "supernodal_supernodes": symbolic.n_supernodes,
+           "supernodal_stored_entries": symbolic.nnz,
+           "supernodal_refactor": ours_refactor,
+           "backend_factor": type(factor).__name__, "backend_refactor": theirs_refactor,
+           "supernodal_selected_inverse": selected, "pool_bytes_after": _pool_bytes()}
+    del ours
+    theta = gp.kernel_.theta + 0.05
+    kernel = gp.kernel_.clone_with_theta(theta)
+    grads = {}
+    for name in ("supernodal", "backend"):
+        like = SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization=name)
+        (_, grads[name]), first = synchronized(lambda: like(kernel, True))
+        _, repeated = timeit(lambda: like(kernel, True), 3)
+        row[f"{name}_lml_gradient_first_s"] = first
+        row[f"{name}_lml_gradient"] = repeated
+        row[f"{name}_factorizations_per_evaluation"] = like.n_factorizations / (
+            like.n_evaluations or 1)
+        del like
+    row["gradient_max_rel_diff"] = _rel(grads["supernodal"], grads["backend"])
+    row["pool_bytes_after_likelihoods"] = _pool_bytes()
+    return row
+
+
 def rows_for(doc, device, factor_name, n, points, reference_points, cov_points,
              dense_max, skip_likelihood=False):
     X, y, kernel = sparse_gp_problem(n)
@@ -144,24 +188,8 @@ def rows_for(doc, device, factor_name, n, points, reference_points, cov_points,
                 del dense
             doc["results"].append(row)
             print(row, flush=True)
-            if type(variance) is not type(factor):
-                from skgpu.backends._supernodal import SupernodalSymbolic
-
-                pattern = lml.pattern
-                symbolic, analysis_s = synchronized(lambda: SupernodalSymbolic.from_points(
-                    lml.X_host, ops.to_host(pattern.indptr), ops.to_host(pattern.indices),
-                    pattern.radius))
-                K = lml.kernel_matrix(gp.kernel_)
-                _, ours = timeit(lambda: variance.refactor(K), 3)
-                _, theirs = timeit(lambda: factor.refactor(K), 3)
-                row = {"case": f"factorisations side by side, {tag}",
-                       "supernodal_analysis_s": analysis_s,
-                       "supernodal_supernodes": symbolic.n_supernodes,
-                       "supernodal_stored_entries": symbolic.nnz,
-                       "supernodal_refactor": ours, "cudss_refactor": theirs,
-                       "pool_bytes_after": _pool_bytes()}
-                doc["results"].append(row)
-                print(row, flush=True)
+            doc["results"].append(side_by_side(gp, lml, factor, variance, ops, X, y, tag))
+            print(doc["results"][-1], flush=True)
 
             cov_x = X_test[:cov_points]
             (_, cov), cov_s = synchronized(lambda: gp.predict(cov_x, return_cov=True))
