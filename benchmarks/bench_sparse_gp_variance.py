@@ -18,8 +18,8 @@ the ``sparse`` extra, SuperLU without), on the GPU skgpu's supernodal factor
 Every row is the public method, timed cold (the first call after the fit: it makes the
 factor or reads it out) and warm (median of 3 after that), except the side-by-side row:
 the two factorisations of the same matrix (skgpu's supernodal one and the backend's) and
-the likelihood with its gradient on each, timed through the likelihood object. The reference route, full
-solves with every test point's covariance column as a dense right-hand side (the
+the likelihood with its gradient on each, timed through the likelihood object. The
+reference route, full solves with every test point's covariance column as a dense right-hand side (the
 likelihood's factor: what cuDSS gives), is timed on ``--reference-points`` points and
 scaled linearly (its cost is linear in the points); the std and covariance of the two
 routes are compared on those points, and with the dense path's up to ``--dense-max``.
@@ -108,7 +108,7 @@ def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
     K = lml.kernel_matrix(gp.kernel_)
     ours = variance if isinstance(variance, SupernodalFactor) else SupernodalFactor(
         ops, symbolic, K)
-    _, ours_refactor = timeit(lambda: ours.refactor(K), 3)
+    _, ours_refactor = timeit(lambda f=ours: f.refactor(K), 3)
     _, theirs_refactor = timeit(lambda: factor.refactor(K), 3)
     _, selected = timeit(ours.selected_inverse, 3)
     row = {"case": f"factorisations side by side, {tag}",
@@ -118,19 +118,19 @@ def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
            "supernodal_refactor": ours_refactor,
            "backend_factor": type(factor).__name__, "backend_refactor": theirs_refactor,
            "supernodal_selected_inverse": selected, "pool_bytes_after": _pool_bytes()}
-    del ours
+    ours = None  # (its memory back before the likelihoods' factors)
     theta = gp.kernel_.theta + 0.05
     kernel = gp.kernel_.clone_with_theta(theta)
     grads = {}
     for name in ("supernodal", "backend"):
         like = SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization=name)
-        (_, grads[name]), first = synchronized(lambda: like(kernel, True))
-        _, repeated = timeit(lambda: like(kernel, True), 3)
+        (_, grads[name]), first = synchronized(lambda f=like: f(kernel, True))
+        _, repeated = timeit(lambda f=like: f(kernel, True), 3)
         row[f"{name}_lml_gradient_first_s"] = first
         row[f"{name}_lml_gradient"] = repeated
         row[f"{name}_factorizations_per_evaluation"] = like.n_factorizations / (
             like.n_evaluations or 1)
-        del like
+        like = None
     row["gradient_max_rel_diff"] = _rel(grads["supernodal"], grads["backend"])
     row["pool_bytes_after_likelihoods"] = _pool_bytes()
     return row
