@@ -20,9 +20,10 @@ factor or reads it out) and warm (median of 3 after that), except the side-by-si
 the two factorisations of the same matrix (skgpu's supernodal one and the backend's) and
 the likelihood with its gradient on each, timed through the likelihood object. The
 reference route, full solves with every test point's covariance column as a dense
-right-hand side (the likelihood's factor: what cuDSS gives), is timed on ``--reference-points`` points and
-scaled linearly (its cost is linear in the points); the std and covariance of the two
-routes are compared on those points, and with the dense path's up to ``--dense-max``.
+right-hand side (the likelihood's factor: what cuDSS gives), is timed on
+``--reference-points`` points and scaled linearly (its cost is linear in the points);
+the std and covariance of the two routes are compared on those points, and with the
+dense path's up to ``--dense-max``.
 The memory pool's bytes after each step are recorded on the GPU.
 """
 
