@@ -338,3 +338,76 @@ def test_verbose_install_reports_in_process_and_uninstall_restores_the_methods(r
     assert logging.getLogger("skgpu").level == level  # as it was
     PCA(2).fit(rng.standard_normal((50, 4)))
     assert len(records) == 1  # no longer reported
+
+
+_PROFILED_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from sklearn.decomposition import PCA
+    from sklearn.linear_model import Ridge, RidgeCV
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 6))
+    y = X @ rng.standard_normal(6)
+    for _ in range(3):
+        PCA(3).fit(X)
+    Ridge(solver="lsqr").fit(X, y)
+    GridSearchCV(make_pipeline(PCA(), RidgeCV()), {"pca__n_components": [2, 4]}, cv=3,
+                 n_jobs=2).fit(X, y)
+""")
+
+
+def _table_rows(text, header):
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 1:]:
+        if not line or line[0] == " " or not re.match(r"\S+\s+\S", line):
+            break
+        rows.append(line.split())
+    return rows
+
+
+@pytest.mark.parametrize("line_profile", [False, True])
+def test_profile_merges_the_workers_calls_and_counts_each_reason(tmp_path, line_profile):
+    """--profile: one table per estimator, method and backend with the loky workers'
+    calls merged in (and counted on their own), each reason once with its calls;
+    --line-profile: the script's lines with their hits, and the accelerated calls' time
+    on the line they were made from."""
+    (tmp_path / "script.py").write_text(_PROFILED_SCRIPT)
+    args = ["-m", "skgpu.accel", "--profile"] + (["--line-profile"] if line_profile
+                                                 else []) + ["script.py"]
+    out = subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    err = out.stderr
+    # (loky may hand every task to one of its two workers)
+    assert re.search(r"skgpu\.accel profile \(1 main process, [12] worker process", err), err
+    rows = {(r[0], r[1], r[2]): r[3:] for r in _table_rows(err, "estimator  method")}
+    where = "gpu" if backends.gpu_status()[0] else "cpu"
+    # three PCA fits here; the search's 2 candidates x 3 folds fit_transform in workers
+    # and the refit's once here
+    assert rows[("PCA", "fit", where)][0] == "3" and rows[("PCA", "fit", where)][2] == "0"
+    assert rows[("PCA", "fit_transform", where)][:1] == ["7"]
+    assert rows[("PCA", "fit_transform", where)][2] == "6"
+    assert rows[("RidgeCV", "fit", where)][0] == "7"
+    assert rows[("Ridge", "fit", "scikit-learn")][0] == "1"
+    assert re.search(r"\n  1 call: Ridge\.fit: solver='lsqr'", err), err
+    assert err.count("solver='lsqr'") == 1
+    if not line_profile:
+        assert "line profile" not in err
+        return
+    lines = {int(r[0]): r for r in _table_rows(err, "line  hits")}
+    fit_line = _PROFILED_SCRIPT.splitlines().index("    PCA(3).fit(X)") + 1
+    assert lines[fit_line][1] == "3", lines[fit_line]
+    assert f"{where} " in " ".join(lines[fit_line][3:]), lines[fit_line]
+    assert "scikit-learn" in " ".join(lines[fit_line + 1])
+
+
+def test_line_profile_takes_a_script_only(capsys):
+    from skgpu.accel.__main__ import main
+
+    assert main(["--line-profile", "-m", "json.tool"]) == 2
+    assert "--line-profile takes a script" in capsys.readouterr().err
+    assert not skgpu.accel.is_installed()

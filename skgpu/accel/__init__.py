@@ -60,9 +60,10 @@ def install(verbose: int | None = None) -> None:
         ran and why, for work not on the GPU) and a summary at exit; 2: with each call's
         time. None takes ``SKGPU_ACCEL_VERBOSE`` from the environment (0 if unset).
     """
-    from . import _report
+    from . import _profile, _report
 
     level = _report.level_from_environment() if verbose is None else int(verbose)
+    _profile.from_environment()  # python -m skgpu.accel --profile / --line-profile
     with _lock:
         if _originals:
             classes: list[type] = []
@@ -79,7 +80,7 @@ def install(verbose: int | None = None) -> None:
                     classes.append(ours)
             logger.info("skgpu.accel: %s now resolve to skgpu's estimators",
                         ", ".join(replaced))
-        if level > 0:
+        if level > 0 or _profile.active():
             _report.start(classes or _accelerated_classes(), level)
 
 

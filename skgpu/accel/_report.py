@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..backends import observe_backends
+from . import _profile
 
 #: The methods reported, where an estimator class defines them.
 METHODS = ("fit", "fit_transform", "transform", "inverse_transform", "predict", "score",
@@ -88,6 +89,10 @@ def _where(estimator, method, seen, messages):
 
 
 def _report(name, method, backend, reason, seconds):
+    if _profile.active():
+        _profile.record(name, method, backend, reason, seconds)
+    if _verbose <= 0:
+        return
     with _lock:
         entry = _totals[(name, backend)]
         entry[0] += 1
@@ -135,11 +140,12 @@ def _wrap(cls, method):
 
 
 def start(classes, verbose: int) -> None:
-    """Report the calls of ``classes``' methods at ``verbose`` (0: nothing)."""
+    """Report the calls of ``classes``' methods at ``verbose`` (0: nothing, unless the
+    profile is recording: :mod:`._profile`)."""
     global _verbose, _handler, _summary_registered, _saved_level
     with _lock:
         _verbose = int(verbose)
-        if _verbose <= 0:
+        if _verbose <= 0 and not _profile.active():
             return
         if _handler is None:
             _handler = _Stderr()
@@ -147,8 +153,8 @@ def start(classes, verbose: int) -> None:
             log.addHandler(_handler)
             log.setLevel(logging.INFO)
             log.propagate = False
-        # skgpu's INFO messages are the reasons; records below the root's level still
-        # show nowhere else
+        # skgpu's INFO messages are the reasons (the profile's too); records below the
+        # root's level still show nowhere else
         if _skgpu_log.getEffectiveLevel() > logging.INFO and _saved_level is None:
             _saved_level = _skgpu_log.level
             _skgpu_log.setLevel(logging.INFO)
