@@ -55,9 +55,17 @@ skgpu.set_config(device="cpu")
 with skgpu.config_context(device="gpu", matmul_precision="high"):
     pass
 
+from skgpu.decomposition import TruncatedSVD
 from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process.kernels import Tapered, Wendland
+from skgpu.linear_model import Ridge
 
-gp: GaussianProcessRegressor = GaussianProcessRegressor().fit(X, X[:, 0])
+svd: TruncatedSVD = TruncatedSVD(n_components=2, algorithm="randomized").fit(X)
+ridge: Ridge = Ridge(alpha=2.0).fit(X, X[:, 0])
+taper = Tapered(Wendland(2.0), taper_range=1.5, taper_smoothness=2)
+gp: GaussianProcessRegressor = GaussianProcessRegressor(
+    taper, cholesky="sparse", optimizer=None).fit(X, X[:, 0])
+where: str = pca.backend_
 print(gp.predict(X).shape)
 mean, std = gp.predict(X, return_std=True)
 mean, cov = gp.predict(X, return_cov=True)
@@ -103,3 +111,12 @@ def test_a_user_script_type_checks(tmp_path):
     assert out.returncode == 1
     assert "dense_please" in out.stdout and "cholesky" in out.stdout
     assert 'Revealed type is "tuple[Any, Any]"' in out.stdout
+    # where a fit ran is one of three; a subclass's fit returns the subclass
+    out = _mypy_on(tmp_path, USER_SCRIPT + "\nreveal_type(pca.backend_)\n"
+                   "class MyGP(GaussianProcessRegressor):\n    pass\n"
+                   "reveal_type(MyGP().fit(X, X[:, 0]))\n"
+                   "Wendland(1.0, smoothness=5)\n")
+    assert out.returncode == 1
+    assert "Literal['gpu'] | Literal['cpu'] | Literal['dask']" in out.stdout, out.stdout
+    assert 'Revealed type is "user_script.MyGP"' in out.stdout, out.stdout
+    assert "smoothness" in out.stdout and "Literal[5]" in out.stdout, out.stdout

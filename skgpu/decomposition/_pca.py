@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from scipy.sparse.linalg import svds
@@ -32,6 +33,8 @@ from ..utils.validation import (
     prepare,
     validate_inverse_input,
 )
+
+_Self = TypeVar("_Self", bound="PCA")
 
 
 #: scikit-learn's own transform, without its set_output wrapper (PCA.transform's wraps
@@ -219,7 +222,7 @@ def _fit_arpack(inp, n_components, *, tol, random_state):
                           total_var=total_var, U=U)
 
 
-class PCA(SklearnConversionMixin, _SkPCA):
+class PCA(SklearnConversionMixin["_SkPCA"], _SkPCA):
     """Principal component analysis (PCA) on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as :class:`sklearn.decomposition.PCA`
@@ -497,7 +500,7 @@ class PCA(SklearnConversionMixin, _SkPCA):
 
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X: MatrixLike, y: object = None) -> PCA:
+    def fit(self: _Self, X: MatrixLike, y: object = None) -> _Self:
         """Fit the model with X.
 
         Parameters

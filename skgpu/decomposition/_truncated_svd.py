@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 from sklearn.decomposition import TruncatedSVD as _SkTruncatedSVD
 from sklearn.utils import check_random_state
@@ -19,6 +21,8 @@ from ..utils.validation import (
     validate_inverse_input,
 )
 from ._pca import _arpack_svd, _flip_signs, _max_abs, _power_of_two, _row_signs
+
+_Self = TypeVar("_Self", bound="TruncatedSVD")
 
 
 #: scikit-learn's own transform, without its set_output wrapper (TruncatedSVD.transform's
@@ -103,7 +107,7 @@ def _fit_randomized(ops, X, k, *, n_iter, n_oversamples, normalizer, random_stat
     return ops.to_host(Vt), ops.to_host(S), Xt, ops.to_host(explained).astype(X.dtype), total
 
 
-class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
+class TruncatedSVD(SklearnConversionMixin["_SkTruncatedSVD"], _SkTruncatedSVD):
     """Dimensionality reduction by truncated SVD on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as :class:`sklearn.decomposition.TruncatedSVD`.
@@ -166,7 +170,7 @@ class TruncatedSVD(SklearnConversionMixin, _SkTruncatedSVD):
 
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X: MatrixLike, y: object = None) -> TruncatedSVD:
+    def fit(self: _Self, X: MatrixLike, y: object = None) -> _Self:
         """Fit the model on X (dense or sparse).
 
         Parameters

@@ -11,7 +11,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 import numpy as np
 from sklearn.base import clone
@@ -49,6 +49,8 @@ from ._sparse import (
 
 from . import _dense
 from ._dense import _LogMarginalLikelihood, _cholesky_flops, _lml_from, _predict
+
+_Self = TypeVar("_Self", bound="GaussianProcessRegressor")
 
 logger = logging.getLogger("skgpu")
 
@@ -142,7 +144,8 @@ class _FitResult:
     n_evaluations: int = 0
 
 
-class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkGPR):
+class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreMixin,
+                               _SkGPR):
     """Gaussian process regression on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as
@@ -312,7 +315,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
 
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X: MatrixLike, y: ArrayLike) -> GaussianProcessRegressor:
+    def fit(self: _Self, X: MatrixLike, y: ArrayLike) -> _Self:
         """Fit Gaussian process regression model.
 
         Parameters
@@ -843,7 +846,7 @@ class GaussianProcessRegressor(SklearnConversionMixin, RegressorScoreMixin, _SkG
                 return L
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def as_sklearn(self) -> Any:
+    def as_sklearn(self) -> _SkGPR:
         """Return this fitted estimator as an instance of scikit-learn's own class.
 
         The same parameters and fitted attributes (arrays shared; a GPU fit's ``L_``

@@ -9,7 +9,7 @@ factor it with a sparse Cholesky (cuDSS on the GPU).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy.spatial.distance import cdist, pdist, squareform
@@ -132,8 +132,10 @@ class Wendland(StationaryKernelMixin, NormalizedKernelMixin, Kernel):
      [0.     0.1111 1.    ]]
     """
 
-    def __init__(self, support_radius=1.0, smoothness=1, dimension=None,
-                 support_radius_bounds=(1e-5, 1e5)):
+    def __init__(self, support_radius: float = 1.0, smoothness: Literal[0, 1, 2, 3] = 1,
+                 dimension: int | None = None,
+                 support_radius_bounds: tuple[float, float] | Literal["fixed"] = (1e-5, 1e5)
+                 ) -> None:
         self.support_radius = support_radius
         self.smoothness = smoothness
         self.dimension = dimension
@@ -224,7 +226,9 @@ class Tapered(Kernel):
      [0.     0.0155 1.    ]]
     """
 
-    def __init__(self, kernel, taper_range=1.0, taper_smoothness=1, dimension=None):
+    def __init__(self, kernel: Any, taper_range: float = 1.0,
+                 taper_smoothness: Literal[0, 1, 2, 3] = 1,
+                 dimension: int | None = None) -> None:
         self.kernel = kernel
         self.taper_range = taper_range
         self.taper_smoothness = taper_smoothness

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import numbers
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from sklearn.linear_model import Ridge as _SkRidge
@@ -52,6 +52,9 @@ from ._spectrum import (
     _set_intercept,
     _SPARSE_GRAM_LIMIT,
 )
+
+_SelfRidge = TypeVar("_SelfRidge", bound="Ridge")
+_SelfRidgeCV = TypeVar("_SelfRidgeCV", bound="RidgeCV")
 
 logger = logging.getLogger("skgpu")
 
@@ -122,7 +125,7 @@ class _DevicePredictMixin(RegressorScoreMixin):
 
 
 
-class Ridge(SklearnConversionMixin, _DevicePredictMixin, _SkRidge):
+class Ridge(SklearnConversionMixin["_SkRidge"], _DevicePredictMixin, _SkRidge):
     """Linear least squares with l2 regularisation on the GPU, a drop-in for scikit-learn's.
 
     Same parameters, attributes and results as :class:`sklearn.linear_model.Ridge`.
@@ -210,8 +213,8 @@ default='auto'
 
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X: MatrixLike, y: ArrayLike,
-            sample_weight: ArrayLike | float | None = None) -> Ridge:
+    def fit(self: _SelfRidge, X: MatrixLike, y: ArrayLike,
+            sample_weight: ArrayLike | float | None = None) -> _SelfRidge:
         """Fit Ridge regression model.
 
         Parameters
@@ -329,7 +332,7 @@ default='auto'
 
 
 
-class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
+class RidgeCV(SklearnConversionMixin["_SkRidgeCV"], _DevicePredictMixin, _SkRidgeCV):
     """Ridge regression with built-in cross-validation, on the GPU.
 
     A drop-in for scikit-learn's :class:`~sklearn.linear_model.RidgeCV`.
@@ -431,8 +434,8 @@ class RidgeCV(SklearnConversionMixin, _DevicePredictMixin, _SkRidgeCV):
 
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit
-    def fit(self, X: MatrixLike, y: ArrayLike,
-            sample_weight: ArrayLike | float | None = None, **params: Any) -> RidgeCV:
+    def fit(self: _SelfRidgeCV, X: MatrixLike, y: ArrayLike,
+            sample_weight: ArrayLike | float | None = None, **params: Any) -> _SelfRidgeCV:
         """Fit Ridge regression model with cv.
 
         Parameters

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -30,20 +30,25 @@ def _sklearn_class(cls):
     raise TypeError(f"{cls.__name__} has no scikit-learn counterpart")
 
 
-class SklearnConversionMixin(DocumentationLinkMixin):
+#: scikit-learn's class an skgpu estimator stands for (what ``as_sklearn`` returns).
+_Theirs = TypeVar("_Theirs")
+
+
+class SklearnConversionMixin(DocumentationLinkMixin, Generic[_Theirs]):
     """``as_sklearn()`` and ``from_sklearn()`` for an estimator subclassing scikit-learn's
-    (and, from :class:`DocumentationLinkMixin`, its HTML repr's link to skgpu's page)."""
+    (and, from :class:`DocumentationLinkMixin`, its HTML repr's link to skgpu's page);
+    parametrised by that scikit-learn class, the type ``as_sklearn`` returns."""
 
     #: Fitted attributes skgpu adds to scikit-learn's (left out by ``as_sklearn``).
     _skgpu_attributes: tuple[str, ...] = ("backend_", "_device_cache")
     #: (skgpu attribute, scikit-learn attribute) pairs set by ``from_sklearn``.
     _from_sklearn_aliases: tuple[tuple[str, str], ...] = ()
-    #: Where the fit ran ("gpu", "cpu" or "dask"); set by fitting (an annotation only).
-    backend_: str
+    #: Where the fit ran; set by fitting (an annotation only).
+    backend_: Literal["gpu", "cpu", "dask"]
 
     get_params: Callable[..., dict[str, Any]]  # scikit-learn's (annotation only)
 
-    def as_sklearn(self) -> Any:
+    def as_sklearn(self) -> _Theirs:
         """Return this fitted estimator as an instance of scikit-learn's own class.
 
         The same parameters and fitted attributes (arrays shared); it predicts and
