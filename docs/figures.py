@@ -3,9 +3,9 @@
 
 - the user guide (and any page) writes ``|fig-NAME|``: ``conf.py`` defines each as an
   RST substitution (:func:`rst_prolog`);
-- the README writes ``<!--fig:NAME-->VALUE<!--/fig-->``: ``python docs/figures.py``
-  rewrites every VALUE from the results, and ``tests/test_docs_figures.py`` fails while
-  the README disagrees with them.
+- the README and ``benchmarks/README.md`` write ``<!--fig:NAME-->VALUE<!--/fig-->``:
+  ``python docs/figures.py`` rewrites every VALUE from the results, and
+  ``tests/test_docs_figures.py`` fails while either page disagrees with them.
 """
 
 from __future__ import annotations
@@ -314,12 +314,17 @@ def render_readme(text, results=RESULTS):
     return _README_FIGURE.sub(replace, text)
 
 
+#: The Markdown pages whose ``<!--fig:NAME-->VALUE<!--/fig-->`` figures are rewritten.
+PAGES = ("README.md", "benchmarks/README.md")
+
+
 if __name__ == "__main__":
-    readme = ROOT / "README.md"
-    new = render_readme(readme.read_text())
-    if new != readme.read_text():
-        readme.write_text(new)
-        print("README.md: figures rewritten from benchmarks/results/")
-    else:
-        print("README.md: figures agree with benchmarks/results/")
+    for page in PAGES:
+        path = ROOT / page
+        new = render_readme(path.read_text())
+        if new != path.read_text():
+            path.write_text(new)
+            print(f"{page}: figures rewritten from benchmarks/results/")
+        else:
+            print(f"{page}: figures agree with benchmarks/results/")
     sys.exit(0)

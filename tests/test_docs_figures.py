@@ -6,6 +6,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -16,12 +18,23 @@ def _figures():
     return module
 
 
-def test_the_readme_quotes_the_results():
+@pytest.mark.parametrize("page", ["README.md", "benchmarks/README.md"])
+def test_the_readmes_quote_the_results(page):
     figures = _figures()
-    text = (ROOT / "README.md").read_text()
+    assert page in figures.PAGES
+    text = (ROOT / page).read_text()
     assert "<!--fig:" in text
     assert figures.render_readme(text) == text, (
-        "README.md disagrees with benchmarks/results/: run python docs/figures.py")
+        f"{page} disagrees with benchmarks/results/: run python docs/figures.py")
+
+
+def test_a_workload_both_readmes_quote_is_one_figure():
+    """The same figure name where the two pages quote the same workload, never a value
+    typed by hand from another run."""
+    top = set(re.findall(r"<!--fig:([a-z0-9-]+)-->", (ROOT / "README.md").read_text()))
+    bench = set(re.findall(r"<!--fig:([a-z0-9-]+)-->",
+                           (ROOT / "benchmarks" / "README.md").read_text()))
+    assert {"pca-gpu", "gp20k-gpu", "ridgecv-gpu", "sparse400k-gpu"} <= top & bench
 
 
 def test_the_readme_check_sees_a_changed_figure():
