@@ -206,3 +206,32 @@ def test_selected_inverse_equals_the_dense_inverse(rng, device, kind, d):
     got = ops.to_host(factor.inverse_on(coo.row, coo.col))
     want = np.linalg.inv(dense)[coo.row, coo.col]
     assert_allclose_rel(got, want, 1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_factor_that_does_not_fit_is_refused_before_any_numeric_work(rng, device,
+                                                                       monkeypatch):
+    """The bytes from the symbolic structure against the backend's free memory: past
+    it, a MemoryError (the GPU's GPUOutOfMemoryError) naming the bytes needed and free
+    and about the largest n that fits; the likelihood's gradient then falls back to the
+    split one when only the selected inverse does not fit."""
+    ops = get_backend(device)
+    X = rng.uniform(0, 1, (2000, 2))
+    radius = np.sqrt(30 / (np.pi * 2000))
+    S, values, dense, _ = _system(rng, X, radius)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, radius, leaf_size=64)
+    total, panels = sym.device_bytes()
+    assert panels == 8 * sym.nnz and total > panels
+    assert sym.device_bytes(selected_inverse=True)[0] == total + panels
+    assert sym.largest_n(total) == pytest.approx(2000, rel=0.01)
+    assert sym.largest_n(4 * total) > 3 * 2000
+    monkeypatch.setattr(type(ops), "free_bytes", lambda self: total // 2)
+    error = skgpu.GPUOutOfMemoryError if device == "gpu" else MemoryError
+    with pytest.raises(error, match=r"needs about .* GB at n = 2,000 .* GB free\. .*"
+                                    r"largest n that fits is about 1,"):
+        SupernodalFactor(ops, sym, ops.asarray(values))
+    monkeypatch.setattr(type(ops), "free_bytes", lambda self: 10 * total)
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    monkeypatch.setattr(type(ops), "free_bytes", lambda self: panels // 2)
+    with pytest.raises(MemoryError, match="selected inverse"):  # beside it, no room
+        factor.selected_inverse()

@@ -208,6 +208,35 @@ class SupernodalSymbolic:
             out.append((nodes, groups))
         return out
 
+    def device_bytes(self, selected_inverse=False):
+        """``(total, L's)``: the bytes a :class:`SupernodalFactor` of this structure
+        holds on its device at its peak: L's panels (and, with ``selected_inverse``, the
+        inverse's, laid out alike), the symbolic arrays it copies there, and the
+        temporaries of a group's updates (about ten arrays of ``UPDATE_ENTRIES``)."""
+        panels = 8 * self.nnz
+        arrays = 8 * (2 * self.value_index.size + 3 * self.rows_cat.size
+                      + 2 * self.n + 6 * (self.n_supernodes + 1))
+        work = 10 * 8 * min(UPDATE_ENTRIES, max(int(np.max(
+            (self.heights - self.widths) ** 2)) if self.n_supernodes else 0, 1))
+        total = panels * (2 if selected_inverse else 1) + arrays + work
+        return int(total), int(panels)
+
+    def largest_n(self, available, selected_inverse=False):
+        """About the largest number of points whose factor fits in ``available`` bytes
+        at this structure's density: the bytes scaled as ``n log n`` (nested dissection
+        in two dimensions; sharper growth in three makes this an upper bound there)."""
+        total, _ = self.device_bytes(selected_inverse)
+        if self.n < 2 or total <= 0:
+            return self.n
+        per = total / (self.n * np.log(self.n))
+        lo, hi = 2.0, float(self.n)
+        while hi * np.log(hi) * per < available:
+            hi *= 2.0
+        for _ in range(60):  # bisection on n log n · per = available
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if mid * np.log(mid) * per < available else (lo, mid)
+        return int(lo)
+
     @classmethod
     def from_points(cls, points, indptr, indices, radius, leaf_size=LEAF_SIZE):
         """The symbolic factorisation of the pattern of the pairs of ``points`` within
@@ -228,6 +257,34 @@ class SupernodalSymbolic:
         return np.flatnonzero(mask)
 
 
+def check_memory(ops, symbolic, what="matrix", selected_inverse=False):
+    """Raise ``MemoryError`` (:class:`~skgpu.GPUOutOfMemoryError` on the GPU) before
+    any numeric work where the factor would not fit in ``ops``'s free memory, with the
+    bytes needed, those free and about the largest n that fits at this density."""
+    free = ops.free_bytes()
+    if free is None:
+        return
+    total, panels = symbolic.device_bytes(selected_inverse)
+    if total <= free:
+        logger.debug("supernodal factor of the %s: about %.2f GB (L %.2f GB) of the %.1f "
+                     "GB free on %s", what, total / 1e9, panels / 1e9, free / 1e9, ops.name)
+        return
+    where = "GPU" if ops.is_gpu else "CPU"
+    rest = total - panels * (2 if selected_inverse else 1)
+    message = (
+        f"skgpu's supernodal factor of the {what} needs about {total / 1e9:.1f} GB at "
+        f"n = {symbolic.n:,} (L: {panels / 1e9:.1f} GB in {symbolic.n_supernodes:,} "
+        f"supernodes{', twice for the selected inverse' if selected_inverse else ''}; "
+        f"its index arrays and work: {rest / 1e9:.1f} GB), "
+        f"but the {where} has {free / 1e9:.1f} GB free. At this density of neighbours "
+        f"the largest n that fits is about {symbolic.largest_n(free, selected_inverse):,}.")
+    if ops.is_gpu:
+        from ..exceptions import GPUOutOfMemoryError
+
+        raise GPUOutOfMemoryError(message)
+    raise MemoryError(message)
+
+
 class SupernodalFactor:
     """``P A Pᵀ = L Lᵀ`` for the SPD A (a CSR matrix on ``ops``'s device, on the pattern
     of ``symbolic``), numeric work on ``ops`` (see the module docstring). Satisfies the
@@ -239,6 +296,7 @@ class SupernodalFactor:
         self.ops = ops
         self.symbolic = symbolic
         self.what = what
+        check_memory(ops, symbolic, what)
         xp = ops.xp
         self._value_index = xp.asarray(symbolic.value_index)
         self._panel_position = xp.asarray(symbolic.panel_position)
@@ -352,7 +410,14 @@ class SupernodalFactor:
         same positions). About twice the factorisation's arithmetic."""
         ops, sym = self.ops, self.symbolic
         xp = ops.xp
-        Z = xp.zeros(sym.nnz + 0, dtype=np.float64)
+        free = ops.free_bytes()
+        total, panels = sym.device_bytes()
+        if free is not None and panels + (total - panels) // 2 > free:
+            raise MemoryError(
+                f"the selected inverse of the {self.what} needs about "
+                f"{(panels + (total - panels) // 2) / 1e9:.1f} GB beside its factor, "
+                f"{free / 1e9:.1f} GB are free")
+        Z = xp.zeros(sym.nnz, dtype=np.float64)
         for nodes, groups in reversed(self._schedule):
             gathered = {}
             for group, product_offsets in groups:
