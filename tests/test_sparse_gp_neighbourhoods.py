@@ -11,7 +11,7 @@ from skgpu_testing import assert_allclose_rel, skip_unless_supported
 
 import skgpu
 from skgpu.backends import _cpu, get_backend
-from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process import GaussianProcessRegressor, _sparse
 from skgpu.gaussian_process.kernels import Tapered, Wendland
 
 RADIUS = 0.3
@@ -48,7 +48,9 @@ def _factor_choices():
     out = [("cpu", "superlu")]
     if _cpu.cholmod_available():
         out.append(("cpu", "cholmod"))
+    out.append(("cpu", "supernodal"))  # skgpu's own factor under the likelihood too
     out.append(pytest.param("gpu", "cudss", marks=pytest.mark.gpu))
+    out.append(pytest.param("gpu", "supernodal", marks=pytest.mark.gpu))
     return out
 
 
@@ -60,6 +62,8 @@ def test_predictions_on_every_kind_of_neighbourhood(rng, monkeypatch, device, fa
     skip_unless_supported(get_backend(device), "sparse_spd")
     if factor == "superlu":
         monkeypatch.setattr(_cpu, "_cholmod", lambda: None)
+    if factor == "supernodal":
+        monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, device, "supernodal")
     X, y = _training(rng)
     X_test = _test_points(rng, X, kind)
     kernel = KERNELS[kernel_name]
