@@ -289,8 +289,10 @@ def observe_backends() -> Iterator[list[tuple[str, str, str]]]:
 
 
 def _notify(what, backend, reason):
-    for seen in getattr(_observers, "stack", ()):
-        seen.append((what, backend, reason))
+    stack = getattr(_observers, "stack", None)
+    if stack:
+        for seen in stack:
+            seen.append((what, backend, reason))
 
 
 def run_with_fallback(func: Callable[[Any], T], *, device: str | None = None,
