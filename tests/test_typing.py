@@ -60,6 +60,7 @@ from skgpu.gaussian_process import GaussianProcessRegressor
 from skgpu.gaussian_process.kernels import Tapered, Wendland
 from skgpu.linear_model import Ridge
 
+pca = PCA(n_components=0.9, svd_solver="covariance_eigh", iterated_power="auto")
 svd: TruncatedSVD = TruncatedSVD(n_components=2, algorithm="randomized").fit(X)
 ridge: Ridge = Ridge(alpha=2.0).fit(X, X[:, 0])
 taper = Tapered(Wendland(2.0), taper_range=1.5, taper_smoothness=2)
@@ -115,8 +116,12 @@ def test_a_user_script_type_checks(tmp_path):
     out = _mypy_on(tmp_path, USER_SCRIPT + "\nreveal_type(pca.backend_)\n"
                    "class MyGP(GaussianProcessRegressor):\n    pass\n"
                    "reveal_type(MyGP().fit(X, X[:, 0]))\n"
-                   "Wendland(1.0, smoothness=5)\n")
+                   "Wendland(1.0, smoothness=5)\n"
+                   "PCA(svd_solver='fastest'); TruncatedSVD(algorithm='lanczos')\n"
+                   "Ridge(solver='qr'); RidgeCV(gcv_mode='loo')\n")
     assert out.returncode == 1
+    for option in ("svd_solver", "algorithm", "solver", "gcv_mode"):
+        assert f'Argument "{option}" to' in out.stdout, out.stdout
     assert "Literal['gpu'] | Literal['cpu'] | Literal['dask']" in out.stdout, out.stdout
     assert 'Revealed type is "user_script.MyGP"' in out.stdout, out.stdout
     assert "smoothness" in out.stdout and "Literal[5]" in out.stdout, out.stdout

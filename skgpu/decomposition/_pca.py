@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 from scipy.sparse.linalg import svds
@@ -15,7 +15,7 @@ from sklearn.utils.sparsefuncs import mean_variance_axis
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
-from .._typing import MatrixLike
+from .._typing import MatrixLike, RandomStateLike
 from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
 from ..backends import select_backend
 from ..backends import centre_columns
@@ -301,6 +301,16 @@ class PCA(SklearnConversionMixin["_SkPCA"], _SkPCA):
     >>> print(pca.explained_variance_ratio_.round(4))
     [0.9924 0.0076]
     """
+
+    if TYPE_CHECKING:  # scikit-learn's constructor (untyped there), as type checkers see it
+        def __init__(self, n_components: int | float | Literal["mle"] | None = None, *,
+                     copy: bool = True, whiten: bool = False,
+                     svd_solver: Literal["auto", "full", "covariance_eigh", "arpack",
+                                         "randomized"] = "auto",
+                     tol: float = 0.0, iterated_power: int | Literal["auto"] = "auto",
+                     n_oversamples: int = 10,
+                     power_iteration_normalizer: Literal["auto", "QR", "LU", "none"] = "auto",
+                     random_state: RandomStateLike = None) -> None: ...
 
     _skgpu_attributes = ("backend_", "_device_cache", "solver_")
     _from_sklearn_aliases = (("solver_", "_fit_svd_solver"),)

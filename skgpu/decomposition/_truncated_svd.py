@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 from sklearn.decomposition import TruncatedSVD as _SkTruncatedSVD
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._typing import MatrixLike
+from .._typing import MatrixLike, RandomStateLike
 from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
 from ..backends import container_of, convert_output, to_numpy
 from ..utils._cache import cached
@@ -167,6 +167,13 @@ class TruncatedSVD(SklearnConversionMixin["_SkTruncatedSVD"], _SkTruncatedSVD):
     >>> svd.components_.shape
     (5, 40)
     """
+
+    if TYPE_CHECKING:  # scikit-learn's constructor (untyped there), as type checkers see it
+        def __init__(self, n_components: int = 2, *,
+                     algorithm: Literal["arpack", "randomized"] = "randomized",
+                     n_iter: int = 5, n_oversamples: int = 10,
+                     power_iteration_normalizer: Literal["auto", "QR", "LU", "none"] = "auto",
+                     random_state: RandomStateLike = None, tol: float = 0.0) -> None: ...
 
     @fit_context(prefer_skip_nested_validation=True)
     @atomic_fit

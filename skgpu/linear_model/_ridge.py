@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import numbers
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 from sklearn.linear_model import Ridge as _SkRidge
@@ -18,7 +19,7 @@ from sklearn.utils import check_scalar
 from sklearn.utils.metadata_routing import process_routing
 from sklearn.utils.validation import check_is_fitted
 
-from .._typing import ArrayLike, MatrixLike
+from .._typing import ArrayLike, MatrixLike, RandomStateLike
 from ..backends import NOT_RUN, get_backend, run_reference_on_host, run_with_fallback
 from ..backends import (
     container_of,
@@ -195,6 +196,14 @@ default='auto'
     >>> Ridge(alpha=0.1).fit(X, y).coef_.round(4)
     array([1.2298, 0.8266])
     """
+
+    if TYPE_CHECKING:  # scikit-learn's constructor (untyped there), as type checkers see it
+        def __init__(self, alpha: float | ArrayLike = 1.0, *, fit_intercept: bool = True,
+                     copy_X: bool = True, max_iter: int | None = None, tol: float = 1e-4,
+                     solver: Literal["auto", "svd", "cholesky", "lsqr", "sparse_cg", "sag",
+                                     "saga", "lbfgs"] = "auto",
+                     positive: bool = False, random_state: RandomStateLike = None
+                     ) -> None: ...
 
     def _backend_solver(self, X, spec):
         """The solver run on the backend seam, or None for scikit-learn's on the CPU
@@ -410,6 +419,13 @@ class RidgeCV(SklearnConversionMixin["_SkRidgeCV"], _DevicePredictMixin, _SkRidg
     >>> float(reg.alpha_), round(reg.score(X, y), 4)
     (0.01, 0.5166)
     """
+
+    if TYPE_CHECKING:  # scikit-learn's constructor (untyped there), as type checkers see it
+        def __init__(self, alphas: ArrayLike = (0.1, 1.0, 10.0), *, fit_intercept: bool = True,
+                     scoring: str | Callable[..., Any] | None = None, cv: Any = None,
+                     gcv_mode: Literal["auto", "svd", "eigen"] | None = None,
+                     store_cv_results: bool = False, alpha_per_target: bool = False
+                     ) -> None: ...
 
     def _checked_alphas(self):
         """scikit-learn's checks of ``alphas`` (positive; zero allowed with ``cv``)."""
