@@ -380,8 +380,9 @@ SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "backend"}
 
 class SparseLogMarginalLikelihood:
     """LML and its gradient with a sparse K on one backend: exact where the factor gives
-    K⁻¹ on the pattern (CHOLMOD on the CPU), else exact for the hyperparameters whose ∂K
-    is a K + b I and by central differences for the others.
+    K⁻¹ on the pattern (CHOLMOD on the CPU; skgpu's supernodal factor, with
+    ``factorization="supernodal"``, on either), else exact for the hyperparameters whose
+    ∂K is a K + b I and by central differences for the others.
 
     Holds the pattern and the factor between calls: refactorisation reuses the analysis.
     """
@@ -550,13 +551,14 @@ class SparseLogMarginalLikelihood:
         return out
 
     def _exact_gradient(self, kernel, n_theta, alpha_vec, thunks):
-        """The gradient from K⁻¹ on the pattern, where the backend's factor gives it
-        (CHOLMOD: selected inversion): ``½ Σ_t α_tᵀ ∂K α_t - ½ T tr(K⁻¹ ∂K)`` for every
+        """The gradient from K⁻¹ on the pattern, where the factor gives it (selected
+        inversion: CHOLMOD's factor on the CPU, skgpu's supernodal one on either
+        backend): ``½ Σ_t α_tᵀ ∂K α_t - ½ T tr(K⁻¹ ∂K)`` for every
         hyperparameter, with ``tr(K⁻¹ ∂K) = Σ (K⁻¹)_ik ∂K_ik`` over the pattern's
         entries. None where the factor has no selected inverse (cuDSS, SuperLU) or the
         kernel's gradient terms do not match theta; those are differenced. Also None,
-        from then on, once the selected inversion has run out of memory (it holds about
-        four times the factor's bytes)."""
+        from then on, once the selected inversion has run out of memory (CHOLMOD's
+        holds about four times the factor's bytes, skgpu's twice)."""
         inverse_on = getattr(self.factor, "inverse_on", None)
         if inverse_on is None or len(thunks) != n_theta or self._no_selected_inverse:
             return None
