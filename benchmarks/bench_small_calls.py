@@ -6,8 +6,8 @@ Run:  python benchmarks/bench_small_calls.py --out results.json   (about 1 minut
 Every row: 20 warm-up calls of each, then 280 calls of each, alternating call by call
 (this VM's clock changes speed by a third from one second to the next), every call timed
 alone; median and quartiles. Fitted on 2,000 × 20 float64 (the GP on 300 × 5), outputs
-checked equal to scikit-learn's before times are reported. Target: within 1.2 × of
-scikit-learn.
+checked equal to scikit-learn's before times are reported. Target: within 1.1 × of
+scikit-learn (issue 50).
 """
 
 import numpy as np

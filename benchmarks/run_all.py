@@ -2,6 +2,8 @@
 
     python benchmarks/run_all.py                 # GPU host: full sizes (~2-3 minutes)
     python benchmarks/run_all.py --quick         # any machine, CPU only, ~9 s on 2 cores
+    python benchmarks/run_all.py --check         # the guard (benchmarks/_guard.py): rows
+                                                 # against the committed baseline
     python benchmarks/run_all.py --plot-from benchmarks/results/suite_h200.json
 
 Writes ``suite_<tag>.json`` (machine, library versions, one row per measurement: median,
@@ -371,7 +373,22 @@ def main():
     parser.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--tag", default=None, help="file name tag (default: quick / gpu)")
     parser.add_argument("--plot-from", default=None, help="only redraw from a suite JSON")
+    parser.add_argument("--check", action="store_true",
+                        help="the guard: rows against the committed baseline, exit 1 on a "
+                             "slowdown beyond the measured noise (benchmarks/_guard.py)")
+    parser.add_argument("--update-baseline", action="store_true",
+                        help="with --check: rewrite the baseline from this run (on purpose)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="with --check: report, never fail")
+    parser.add_argument("--out", default=None, help="with --check: write its JSON here")
     args = parser.parse_args()
+    if args.check:
+        import _guard
+
+        sys.exit(_guard.check_cpu(update_baseline=args.update_baseline,
+                                  report_only=args.report_only,
+                                  rounds=60 if args.quick else _guard.CPU_ROUNDS,
+                                  out=args.out))
     out_dir = Path(args.out_dir)
     if args.plot_from:
         doc = json.loads(Path(args.plot_from).read_text())

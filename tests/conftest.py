@@ -25,6 +25,7 @@ HEAVY_MARKER = ("heavy: starts Python processes (the accelerator's command line,
 HEAVY = {
     "test_typing.py": (),
     "test_benchmarks.py": (),
+    "test_guard.py": ("test_the_check_command",),
     "test_main.py": (),
     "test_dask_cli.py": (),
     "test_dask_failures.py": (),

@@ -134,3 +134,30 @@ def test_small_fits_run_on_one_thread(pools, monkeypatch):
         GaussianProcessRegressor(optimizer=None).fit(X, np.sin(X).sum(axis=1))
         RidgeCV().fit(X, X.sum(axis=1))
     assert seen and all(set(s) == {1} for s in seen)
+
+
+def test_a_host_reference_call_counts_as_work_only_past_the_small_size():
+    """scikit-learn's own transform/predict on host data counts for the thread policy
+    when it is large (another work then holds one thread); a serving-sized call does not
+    pay for the accounting."""
+    from skgpu.backends import (
+        SMALL_HOST_CALL_ELEMENTS,
+        container_of,
+        run_reference_on_host,
+    )
+
+    spec = container_of(np.zeros((2, 2)))
+    seen = []
+
+    def probe():
+        seen.append(dict(_threads._running))
+        return 1
+
+    with skgpu.config_context(device="cpu"):
+        assert run_reference_on_host(probe, spec=spec, elements=20) == 1
+        assert run_reference_on_host(probe, spec=spec,
+                                     elements=SMALL_HOST_CALL_ELEMENTS) == 1
+        assert run_reference_on_host(probe, spec=spec) == 1  # size not known: counted
+    assert seen[0] == {}
+    assert len(seen[1]) == 1 and len(seen[2]) == 1
+    assert _threads._running == {}

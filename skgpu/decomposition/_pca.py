@@ -605,7 +605,8 @@ class PCA(SklearnConversionMixin["_SkPCA"], _SkPCA):
         # host data on the CPU: scikit-learn's own transform (it checks the fit first)
         spec = container_of(X)
         out = run_reference_on_host(lambda: _sk_transform(self, X), spec=spec,
-                                    operations=("matmul",), what="PCA.transform")
+                                    operations=("matmul",), what="PCA.transform",
+                                    elements=getattr(X, "size", None))
         if out is not NOT_RUN:
             return out
         check_is_fitted(self)

@@ -763,7 +763,10 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
                 lambda: super(GaussianProcessRegressor, self).predict(
                     X, return_std=return_std, return_cov=return_cov),
                 spec=spec, operations=("cholesky", "solve_triangular", "matmul"),
-                what="GaussianProcessRegressor.predict")
+                what="GaussianProcessRegressor.predict",
+                # the kernel's entries (the mean), times n for the variance's solves
+                elements=X.shape[0] * self.X_train_.shape[0] * (
+                    self.X_train_.shape[0] if return_std or return_cov else 1))
             if out is not NOT_RUN:
                 return out
         if return_std and return_cov:

@@ -95,7 +95,8 @@ class _DevicePredictMixin(RegressorScoreMixin):
         # host data on the CPU: scikit-learn's own predict (it checks the fit first)
         spec = container_of(X)
         out = run_reference_on_host(lambda: super(_DevicePredictMixin, self).predict(X),
-                                    spec=spec, operations=("matmul",), what=what)
+                                    spec=spec, operations=("matmul",), what=what,
+                                    elements=getattr(X, "size", None))
         if out is not NOT_RUN:
             return out
         check_is_fitted(self)

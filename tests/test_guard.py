@@ -1,0 +1,59 @@
+"""The benchmark guard's verdict (benchmarks/_guard.py) on synthetic per-call times: a
+slowdown beyond the noise fails, noise alone does not; and the command runs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _guard  # noqa: E402
+
+
+def _times(rng, median, spread, n=300):
+    return median * np.exp(spread * rng.standard_normal(n))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_slowdown_beyond_the_noise_is_slower(seed):
+    rng = np.random.default_rng(seed)
+    theirs = _times(rng, 100e-6, 0.1)
+    same = _times(rng, 110e-6, 0.1)
+    ratio, lo, hi = _guard.bootstrap_ratio(same, theirs)
+    assert lo < ratio < hi and ratio == pytest.approx(1.1, rel=0.05)
+    assert _guard.verdict(ratio, lo, hi, baseline=1.1) == "same"
+    slow = _times(rng, 130e-6, 0.1)
+    assert _guard.verdict(*_guard.bootstrap_ratio(slow, theirs), baseline=1.1) == "slower"
+    fast = _times(rng, 90e-6, 0.1)
+    assert _guard.verdict(*_guard.bootstrap_ratio(fast, theirs), baseline=1.1) == "faster"
+
+
+def test_noise_widens_the_interval_and_a_noisy_run_is_not_called_slower():
+    rng = np.random.default_rng(3)
+    theirs = _times(rng, 100e-6, 0.8, n=40)
+    ours = _times(rng, 115e-6, 0.8, n=40)  # 15 % slower, but too noisy to tell
+    ratio, lo, hi = _guard.bootstrap_ratio(ours, theirs)
+    assert hi - lo > 0.2
+    assert _guard.verdict(ratio, lo, hi, baseline=1.0) == "same"
+
+
+def test_the_check_command_reports_every_row(tmp_path):
+    """``run_all.py --check --quick --report-only``: every small-call row with its ratio,
+    interval, the committed baseline and a verdict (timings are not asserted)."""
+    out_file = tmp_path / "guard.json"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--check", "--quick",
+         "--report-only", "--out", str(out_file)], capture_output=True, text=True,
+        cwd=ROOT / "benchmarks")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out_file.read_text())["results"]
+    assert len(rows) == 10
+    for row in rows:
+        lo, hi = row["interval"]
+        assert lo <= row["ratio"] <= hi
+        assert row["baseline"] is not None
+        assert row["verdict"] in ("same", "faster", "slower")
