@@ -77,24 +77,16 @@ def _timed_in_turns(ours, theirs, rounds, warmup=20):
 def cpu_rows(rounds=CPU_ROUNDS, sizes=CPU_ROWS):
     """Each small-call case's ratio to scikit-learn, its interval and medians."""
     import skgpu
-    from bench_small_calls import cases
+    from bench_small_calls import fitted_calls
 
     out = []
-    rng = np.random.default_rng(0)
     with skgpu.config_context(device="cpu"):
-        for name, ours, theirs, X, y, method in cases(rng):
-            args = (X,) if y is None else (X, y)
-            ours.fit(*args)
-            theirs.fit(*args)
-            for m in sizes:
-                Xt = X[:m]
-                f, g = getattr(ours, method), getattr(theirs, method)
-                np.testing.assert_allclose(f(Xt), g(Xt), rtol=1e-6, atol=1e-8)
-                a, b = _timed_in_turns(lambda: f(Xt), lambda: g(Xt), rounds)
-                ratio, lo, hi = bootstrap_ratio(a, b)
-                out.append({"case": f"{name}, {m} rows", "ratio": ratio,
-                            "interval": [lo, hi], "skgpu_median_s": statistics.median(a),
-                            "sklearn_median_s": statistics.median(b), "calls": rounds})
+        for case, _, ours, theirs in fitted_calls(sizes):
+            a, b = _timed_in_turns(ours, theirs, rounds)
+            ratio, lo, hi = bootstrap_ratio(a, b)
+            out.append({"case": case, "ratio": ratio, "interval": [lo, hi],
+                        "skgpu_median_s": statistics.median(a),
+                        "sklearn_median_s": statistics.median(b), "calls": rounds})
     return out
 
 

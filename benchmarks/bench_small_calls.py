@@ -38,7 +38,10 @@ def cases(rng):
     ]
 
 
-def rows(doc, sizes, rounds):
+def fitted_calls(sizes):
+    """``(case, rows, skgpu's call, scikit-learn's call)`` for every case and size, both
+    estimators fitted on the CPU backend and their outputs checked equal; the caller
+    times the calls under ``skgpu.config_context(device="cpu")``."""
     rng = np.random.default_rng(0)
     with skgpu.config_context(device="cpu"):
         for name, ours, theirs, X, y, method in cases(rng):
@@ -49,16 +52,21 @@ def rows(doc, sizes, rounds):
                 Xt = X[:m]
                 a, b = getattr(ours, method), getattr(theirs, method)
                 np.testing.assert_allclose(a(Xt), b(Xt), rtol=1e-6, atol=1e-8)
-                stats = interleaved({"skgpu": lambda: a(Xt), "scikit-learn": lambda: b(Xt)},
-                                    rounds=rounds, calls=1)
-                ratio = stats["skgpu"]["median_s"] / stats["scikit-learn"]["median_s"]
-                doc["results"].append({"case": f"{name}, {m} rows", "rows": m,
-                                       "skgpu": stats["skgpu"],
-                                       "scikit-learn": stats["scikit-learn"],
-                                       "ratio": ratio})
-                print(f"{name:34s} {m:4d} rows: skgpu {stats['skgpu']['median_s'] * 1e6:7.1f} us,"
-                      f" scikit-learn {stats['scikit-learn']['median_s'] * 1e6:7.1f} us,"
-                      f" {ratio:.2f} x", flush=True)
+                yield (f"{name}, {m} rows", m, lambda a=a, Xt=Xt: a(Xt),
+                       lambda b=b, Xt=Xt: b(Xt))
+
+
+def rows(doc, sizes, rounds):
+    with skgpu.config_context(device="cpu"):
+        for case, m, ours, theirs in fitted_calls(sizes):
+            stats = interleaved({"skgpu": ours, "scikit-learn": theirs}, rounds=rounds,
+                                calls=1)
+            ratio = stats["skgpu"]["median_s"] / stats["scikit-learn"]["median_s"]
+            doc["results"].append({"case": case, "rows": m, "skgpu": stats["skgpu"],
+                                   "scikit-learn": stats["scikit-learn"], "ratio": ratio})
+            print(f"{case:42s}: skgpu {stats['skgpu']['median_s'] * 1e6:7.1f} us, "
+                  f"scikit-learn {stats['scikit-learn']['median_s'] * 1e6:7.1f} us, "
+                  f"{ratio:.2f} x", flush=True)
 
 
 def main():
