@@ -443,6 +443,8 @@ class SparseLogMarginalLikelihood:
                                                what="kernel matrix")
             else:
                 self.factor = self.ops.sparse_spd(K, what="kernel matrix")
+            logger.info("sparse GP likelihood on %s: %s factors the kernel matrix (n=%d)",
+                        self.ops.name, type(self.factor).__name__, self.y.shape[0])
         else:
             self.factor.refactor(K)
         return self.factor
