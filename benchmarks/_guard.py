@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -60,30 +59,18 @@ def verdict(ratio, lo, hi, baseline, tolerance=TOLERANCE):
     return "same"
 
 
-def _timed_in_turns(ours, theirs, rounds, warmup=20):
-    for _ in range(warmup):
-        ours()
-        theirs()
-    a, b = [], []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        ours()
-        a.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        theirs()
-        b.append(time.perf_counter() - start)
-    return a, b
-
-
 def cpu_rows(rounds=CPU_ROUNDS, sizes=CPU_ROWS):
     """Each small-call case's ratio to scikit-learn, its interval and medians."""
     import skgpu
+    from _harness import interleaved
     from bench_small_calls import fitted_calls
 
     out = []
     with skgpu.config_context(device="cpu"):
         for case, _, ours, theirs in fitted_calls(sizes):
-            a, b = _timed_in_turns(ours, theirs, rounds)
+            times = interleaved({"ours": ours, "theirs": theirs}, rounds=rounds, calls=1,
+                                raw=True)
+            a, b = times["ours"], times["theirs"]
             ratio, lo, hi = bootstrap_ratio(a, b)
             out.append({"case": case, "ratio": ratio, "interval": [lo, hi],
                         "skgpu_median_s": statistics.median(a),

@@ -67,13 +67,14 @@ def time_stats(times):
     return out
 
 
-def interleaved(funcs, rounds=5, calls=40, warmup=20):
+def interleaved(funcs, rounds=5, calls=40, warmup=20, raw=False):
     """Time several short GPU calls in turns: ``rounds`` rounds, each making ``calls``
     calls of every function in ``funcs`` (a dict), after ``warmup`` calls of each; every
     call is timed alone, the device synchronised around it. Memory-bound kernels on the
     H200 host take ~10% more or less from one second to the next (the same cuBLAS kernel
     measured 0.485 and 0.551 ms a second apart), so functions compared are timed in the
-    same seconds rather than one after another. Returns {name: statistics}."""
+    same seconds rather than one after another. Returns {name: statistics}, or with
+    ``raw`` {name: every call's time}."""
     for func in funcs.values():
         for _ in range(warmup):
             func()
@@ -87,6 +88,8 @@ def interleaved(funcs, rounds=5, calls=40, warmup=20):
                 func()
                 sync()
                 times[name].append(time.perf_counter() - start)
+    if raw:
+        return times
     return {name: time_stats(t) for name, t in times.items()}
 
 

@@ -300,7 +300,6 @@ class SupernodalFactor:
         xp = ops.xp
         self._value_index = xp.asarray(symbolic.value_index)
         self._panel_position = xp.asarray(symbolic.panel_position)
-        self._rows = [xp.asarray(R) for R in symbolic.rows]
         self._order = xp.asarray(symbolic.order)
         # the symbolic arrays the update targets are computed from, on the device
         self._dev = {name: xp.asarray(getattr(symbolic, name)) for name in (
@@ -317,6 +316,12 @@ class SupernodalFactor:
     @property
     def shape(self):
         return (self.symbolic.n, self.symbolic.n)
+
+    def _rows_of(self, s):
+        """Supernode s's rows below its block (new order), a slice of the device copy of
+        all supernodes' rows end to end."""
+        start = self.symbolic.row_start
+        return self._dev["rows_cat"][int(start[s]):int(start[s + 1])]
 
     def _panel(self, s):
         sym = self.symbolic
@@ -472,13 +477,13 @@ class SupernodalFactor:
             y = ops.solve_triangular(P[:w, :w], X[a:a + w])
             X[a:a + w] = y
             if P.shape[0] > w:
-                X[self._rows[s]] -= P[w:] @ y
+                X[self._rows_of(s)] -= P[w:] @ y
         for s in range(sym.n_supernodes - 1, -1, -1):
             P, w = self._panel(s)
             a = int(sym.bounds[s])
             rhs = X[a:a + w]
             if P.shape[0] > w:
-                rhs = rhs - P[w:].T @ X[self._rows[s]]
+                rhs = rhs - P[w:].T @ X[self._rows_of(s)]
             X[a:a + w] = ops.solve_triangular(P[:w, :w], rhs, transpose=True)
         out = xp.empty_like(X)
         out[self._order] = X

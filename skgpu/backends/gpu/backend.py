@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import cupy as cp
+import cupyx
 import cupyx.scipy.sparse as csp
 import numpy as np
 from sklearn.utils import check_random_state
@@ -281,8 +282,6 @@ class GPUBackend:
     def scatter_add(self, target, index, values, unique=False):
         """In place ``target[index] += values``, repeated indices summed (atomics: one
         kernel, whether or not ``unique``)."""
-        import cupyx
-
         cupyx.scatter_add(target, index, values)
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
