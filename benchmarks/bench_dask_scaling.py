@@ -307,7 +307,8 @@ def _lazy_data(n_chunks, chunk, gpu, seed=0, source="normal"):
                        meta=meta_x)
     # y as a column, then its view: map_blocks(..., drop_axis=1) would hand y's function
     # a copy of each X chunk (dask concatenates the dropped axis's blocks, one block
-    # too), 2.3 ms per 1 GB chunk and pass on the H200 (probes/stream_overlap.py)
+    # too), 2.3 ms per 1 GB chunk and pass on the H200 (the probe stream_overlap,
+    # benchmarks/README.md)
     yd = Xd.map_blocks(y_column, chunks=(Xd.chunks[0], (1,)), dtype=np.float32,
                        meta=meta_x)[:, 0]
     return Xd, yd

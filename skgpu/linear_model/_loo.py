@@ -138,7 +138,8 @@ def _refined_residuals(ops, spec, exact, a_cols, targets):
     spectrum and β a double-double (a rounding of β alone moves r by ε·|X||β|, far more
     than r where X β cancels y), until the step is below 1e-11 of β (at most
     ``_REFINE_STEPS``). The float64 route's error at cond 1e10 lies entirely in r (exact
-    r: 4e-12–2e-10 against 1e-8–1e-7; ``benchmarks/probes/ridgecv_error_parts.py``)."""
+    r: 4e-12–2e-10 against 1e-8–1e-7; the probe ``ridgecv_error_parts``,
+    benchmarks/README.md)."""
     from ..backends import two_sum
 
     xp = ops.xp

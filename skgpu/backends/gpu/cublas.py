@@ -98,7 +98,7 @@ def solve_triangular_right(L, C):
     right. The rows of the result are ``(L⁻¹ cᵢ)ᵀ``, what a predictive variance needs;
     measured on an H200 at n = 100,000 with 4,000 rows it runs at 51.4 TFLOP/s, against
     48.7 for ``L⁻¹ Cᵀ`` from the left through CuPy (which copies) and 50.0 in place
-    (benchmarks/probes/bench_lower_solve.py --sides)."""
+    (the probe ``bench_lower_solve --sides``: benchmarks/README.md, "Probes")."""
     n = L.shape[0]
     if (C.ndim != 2 or C.shape[1] != n or not C.flags.f_contiguous
             or not L.flags.f_contiguous or C.dtype != L.dtype):

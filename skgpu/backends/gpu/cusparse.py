@@ -11,17 +11,18 @@ from .handles import library_handle
 
 #: cuSPARSE SpMM algorithm for CSR times a row-major dense matrix. CSR_ALG3 gives the
 #: same bits on every run for rows of a few entries (tall X); CSR_ALG2, a little faster,
-#: does not (``benchmarks/probes/spmm_algorithms.py`` measures both). For long rows (a
-#: wide A, the explicit Aᵀ of the randomized SVD) every SpMM algorithm changes its sums
-#: from run to run.
+#: does not (the probe ``spmm_algorithms`` measured both: benchmarks/README.md). For
+#: long rows (a wide A, the explicit Aᵀ of the randomized SVD) every SpMM algorithm
+#: changes its sums from run to run.
 _SPMM_ALG = cusparse.SpMMAlg.CSR_ALG3
 
 #: Products with at most this many columns go through SpMV's CSR_ALG2, one column at a
 #: time, which gives the same bits on every run. SpMM with the transposed operand, and
 #: its CSR algorithms on matrices with long rows, add partial sums in an order that
-#: changes from run to run (``benchmarks/probes/sparse_determinism.py`` repeats each).
-#: Ridge's Xᵀy therefore repeats exactly; the randomized SVD's block products (tens of
-#: columns) keep SpMM, which reads A once for all of them, and repeat to rounding.
+#: changes from run to run (the probe ``sparse_determinism`` repeated each:
+#: benchmarks/README.md). Ridge's Xᵀy therefore repeats exactly; the randomized SVD's
+#: block products (tens of columns) keep SpMM, which reads A once for all of them, and
+#: repeat to rounding.
 SPMV_MAX_COLUMNS = 8
 
 
