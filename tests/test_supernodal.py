@@ -79,6 +79,22 @@ def test_nested_dissection_separates(rng, kind, d):
         assert v in ancestors[u] or u in ancestors[v]
 
 
+def test_a_cut_through_empty_space_makes_no_empty_supernode():
+    """Two clusters with a gap at the median: the first cut has no point within the
+    radius, so no separator; no supernode is empty (a zero-width panel is an invalid
+    value to cuSOLVER, found on the GPU with duplicated points in 1-D), and the factor
+    is still exact."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.uniform(0, 0.1, 300), rng.uniform(0.9, 1, 300)])[:, None]
+    S, values, dense, _ = _system(rng, X, 0.01)
+    order, bounds = nested_dissection(X, 0.01, leaf_size=40)
+    assert np.all(np.diff(bounds) > 0)
+    np.testing.assert_array_equal(np.sort(order), np.arange(600))
+    sym = SupernodalSymbolic(S.indptr, S.indices, order, bounds)
+    factor = SupernodalFactor(_cpu.CPUBackend(), sym, values)
+    assert factor.logdet() == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-12)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind,d,radius", [("uniform", 2, 0.05), ("uniform", 1, 0.01),
                                            ("uniform", 3, 0.15), ("clustered", 2, 0.04),

@@ -80,7 +80,8 @@ def nested_dissection(points, radius, leaf_size=LEAF_SIZE):
     while stack:
         idx, emit = stack.pop()
         if emit:
-            pieces.append(idx)
+            if idx.size:  # no point within the radius of the cut: the halves are
+                pieces.append(idx)  # apart already, and no supernode is empty
             continue
         if idx.size <= leaf_size:
             if idx.size:
