@@ -523,6 +523,61 @@ def test_a_fit_on_the_supernodal_likelihood_equals_the_dense_fit(rng, device, mo
     assert_allclose_rel(std, std_d, 1e-6)
 
 
+@pytest.mark.parametrize("loadable", [True, False])
+def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
+        monkeypatch, caplog, loadable):
+    """On the GPU the likelihood factors with cuDSS where it loads and with skgpu's
+    supernodal factor where it does not (saying why), never moving to the CPU for it;
+    the CPU keeps its own; a factor named in SPARSE_FACTORIZATION is kept."""
+    import logging
+
+    from skgpu import backends
+
+    why = "cuDSS is not loadable (OSError: libcudss.so.0)"
+    monkeypatch.setattr(backends, "_requirement_status",
+                        lambda req: (loadable, "" if loadable else why))
+
+    class FakeGPU:
+        name, is_gpu = "gpu", True
+
+    with caplog.at_level(logging.INFO, logger="skgpu"):
+        got = _sparse.default_factorization(FakeGPU())
+    assert got == ("backend" if loadable else "supernodal")
+    assert any(why in r.getMessage() for r in caplog.records) is not loadable
+    assert _sparse.default_factorization(get_backend("cpu")) == "backend"
+    monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "gpu", "supernodal")
+    assert _sparse.default_factorization(FakeGPU()) == "supernodal"
+    assert "sparse_spd" not in _sparse.OPERATIONS
+
+
+@pytest.mark.gpu
+def test_a_gpu_without_cudss_fits_on_our_factor_and_equals_the_dense_fit(rng, monkeypatch):
+    """cuDSS reported missing: the sparse GP still runs on the GPU (backend_ 'gpu'),
+    factored by skgpu's supernodal factor, and its likelihood, mean and std equal the
+    dense path's."""
+    from skgpu import backends
+
+    monkeypatch.setattr(backends, "_requirement_status", lambda req: (
+        (False, "cuDSS is not loadable (test)") if req == "cudss" else (True, "")))
+    X, y = _field(rng, 700)
+    kernel = SPARSE_VS_DENSE["tapered_matern"]
+    with skgpu.config_context(device="cpu"):
+        dense = GaussianProcessRegressor(kernel, optimizer=None,
+                                         cholesky="dense").fit(X, y)
+        mean_d, std_d = dense.predict(X[:50] + 0.01, return_std=True)
+    with skgpu.config_context(device="gpu"):
+        sparse = GaussianProcessRegressor(kernel, optimizer=None,
+                                          cholesky="sparse").fit(X, y)
+        mean, std = sparse.predict(X[:50] + 0.01, return_std=True)
+    assert sparse.backend_ == "gpu"
+    lml = sparse._state_on(get_backend("gpu")).lml
+    assert type(lml.factor).__name__ == "SupernodalFactor"
+    assert sparse.log_marginal_likelihood_value_ == pytest.approx(
+        dense.log_marginal_likelihood_value_, rel=1e-10)
+    assert_allclose_rel(mean, mean_d, 1e-9)
+    assert_allclose_rel(std, std_d, 1e-9)
+
+
 def test_cholmod_fit_predict_after_exact_gradients_equal_dense(rng):
     """A default fit on the exact sparse gradient reaches the dense fit's optimum, and
     predict (its solves use the factor the last gradient took apart) agrees."""

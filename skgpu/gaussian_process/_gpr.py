@@ -47,7 +47,7 @@ from ._sparse import (
     support_radius,
 )
 
-from . import _dense
+from . import _dense, _sparse
 from ._dense import _LogMarginalLikelihood, _cholesky_flops, _lml_from, _predict
 
 _Self = TypeVar("_Self", bound="GaussianProcessRegressor")
@@ -378,7 +378,7 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
         try:
             result, backend = run_with_fallback(
                 work, device=None if vector else "cpu",
-                operations=("sparse_spd", "spmm") if sparse else ("cholesky", "matmul"),
+                operations=_sparse.OPERATIONS if sparse else ("cholesky", "matmul"),
                 X=spec,
                 what=f"GaussianProcessRegressor.fit ({'sparse' if sparse else 'dense'})",
                 flops=None if sparse else _cholesky_flops(X_train.shape[0]))
@@ -710,7 +710,7 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
             work, cpu_because=None if vector else (
                 "a kernel on non-vector input (requires_vector_input False) is "
                 "evaluated on the host"),
-            operations=("sparse_spd",) if sparse else ("cholesky", "matmul"),
+            operations=_sparse.OPERATIONS if sparse else ("cholesky", "matmul"),
             what="GaussianProcessRegressor.log_marginal_likelihood",
             flops=None if sparse else _cholesky_flops(self.X_train_.shape[0]))
         return out
@@ -791,7 +791,7 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
             return _predict(ops, self.kernel_, X, state.X, state.lower, state.alpha,
                             kdiag=kdiag, return_std=return_std, return_cov=return_cov)
 
-        operations = (("sparse_spd", "spmm") if sparse
+        operations = (_sparse.OPERATIONS if sparse
                       else ("cholesky", "solve_triangular", "matmul"))
         out, _ = run_with_fallback(work, operations=operations, X=spec,
                                    what="GaussianProcessRegressor.predict",

@@ -370,12 +370,31 @@ class _Pattern:
 def default_factorization(ops):
     """The sparse factorisation the likelihood uses on ``ops``: the backend's own
     (CHOLMOD or SuperLU on the CPU, cuDSS on the GPU) unless ``SPARSE_FACTORIZATION``
-    names skgpu's supernodal one for it."""
-    return SPARSE_FACTORIZATION.get(ops.name, "backend")
+    names skgpu's supernodal one for it; on a GPU without a loadable cuDSS, skgpu's
+    supernodal factor (dense cuSOLVER/cuBLAS kernels only), not the CPU."""
+    choice = SPARSE_FACTORIZATION.get(ops.name, "backend")
+    if choice == "backend" and ops.is_gpu:
+        from ..backends import _requirement_status
+
+        loadable, why = _requirement_status("cudss")
+        if not loadable:
+            logger.info("sparse GP on the GPU: %s; skgpu's supernodal factor instead", why)
+            return "supernodal"
+    return choice
 
 
 #: backend name -> "supernodal" or "backend" (see :func:`default_factorization`).
+#: Measured on an H100 at n = 1,000,000 (``benchmarks/results/sparse_gp_variance_h100.json``):
+#: cuDSS refactors in 0.26 s against skgpu's 1.49 s, and its likelihood with the
+#: gradient (five factorisations) takes 0.70 s against 10.6 s for skgpu's exact one
+#: (a factorisation and a selected inversion), so cuDSS stays the GPU's likelihood
+#: factor; the variance goes through skgpu's (:meth:`SparseLogMarginalLikelihood.
+#: variance_factor`).
 SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "backend"}
+
+#: The backend operations the sparse GP needs: cuDSS's ``sparse_spd`` is not among them,
+#: skgpu's supernodal factor (dense kernels) standing in where cuDSS does not load.
+OPERATIONS = ("spmm", "cholesky", "solve_triangular")
 
 
 class SparseLogMarginalLikelihood:
