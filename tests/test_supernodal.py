@@ -154,6 +154,46 @@ def test_forms_in_many_chunks_and_the_gram_across_them(rng, monkeypatch, device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("route", ["batched", "one by one", "batches do not fit"])
+def test_forms_by_level_batches_and_one_by_one_equal_exact_ones(rng, monkeypatch, device,
+                                                                route):
+    """The forward solves with the small supernodes of a level in one batched product
+    (padded blocks, siblings' updates to shared rows summed), and without (every
+    supernode wider than the batch width, or the batches refused for memory): the
+    forms and their Gram equal exact ones, and the batches are used exactly where
+    they should be; a refactorisation drops the batches made from the old values."""
+    from skgpu.backends import _supernodal
+
+    if route == "one by one":
+        monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)
+    if route == "batches do not fit":
+        monkeypatch.setattr(_supernodal, "BATCH_MEMORY_FRACTION", 0.0)
+        monkeypatch.setattr(type(get_backend(device)), "free_bytes", lambda self: 10**12)
+    calls = []
+    real = SupernodalFactor._forward_batch
+    monkeypatch.setattr(SupernodalFactor, "_forward_batch",
+                        lambda self, *a: calls.append(1) or real(self, *a))
+    ops = get_backend(device)
+    X = _points(rng, "clustered", 1500, 2)
+    S, values, dense, kernel = _system(rng, X, 0.05)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.05, leaf_size=24)
+    assert sym.level.max() >= 3
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    X_test = np.vstack([rng.uniform(0, 1, (150, 2)), X[:20]])
+    Ks = sp.csr_matrix(kernel(X_test, X))
+    L = np.linalg.cholesky(dense)
+    W = sla.solve_triangular(L, Ks.toarray().T, lower=True)
+    np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0),
+                               rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(ops.to_host(factor.quadratic_form_matrix(Ks)), W.T @ W,
+                               rtol=1e-10, atol=1e-13)
+    assert (len(calls) > 0) == (route == "batched")
+    factor.refactor(ops.asarray(values * 4.0))  # forms of (4A)⁻¹: a quarter
+    np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0) / 4.0,
+                               rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_not_positive_definite_is_refused(rng, device):
     ops = get_backend(device)
     X = _points(rng, "uniform", 400, 2)
