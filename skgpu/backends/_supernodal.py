@@ -543,16 +543,17 @@ class SupernodalFactor:
             start += size
 
     def _level_batches(self):
-        """Per level, its supernodes at most ``BATCH_WIDTH`` wide as one zero-padded stack
-        ``C`` (g × (W + R) × W, W and R the level's widest block and longest rows):
-        ``C[i] = [L_JJ⁻¹; L_RJ L_JJ⁻¹]`` of its i-th supernode, so that one product
-        ``C[i] y_J`` gives both the solved ``L_JJ⁻¹ y_J`` and the update of the rows
-        below. ``{level: (supernodes, W, R, C)}``, made once per factorisation; an empty
-        dict where they would take more than ``BATCH_MEMORY_FRACTION`` of the free
-        memory (the forward solves then go one supernode at a time). The inverse of a
-        diagonal block is a triangular solve with the identity (``ops.solve_triangular``);
-        products with it agree with the triangular solves to rounding at the blocks'
-        condition (the tests hold the forms to 1e-10 of exact ones)."""
+        """The supernodes at most ``BATCH_WIDTH`` wide, per level and width class (up to
+        64, 128, 256, 512 columns), as zero-padded stacks ``C`` (g × (W + R) × W, W and
+        R the class's widest block and longest rows): ``C[i] = [L_JJ⁻¹; L_RJ L_JJ⁻¹]``
+        of its i-th supernode, so that one product ``C[i] y_J`` gives both the solved
+        ``L_JJ⁻¹ y_J`` and the update of the rows below. ``{level: [(supernodes, W, R,
+        C), ...]}``, made once per factorisation; an empty dict where they would take
+        more than ``BATCH_MEMORY_FRACTION`` of the free memory (the forward solves then
+        go one supernode at a time). The inverse of a diagonal block is a triangular
+        solve with the identity (``ops.solve_triangular``); products with it agree with
+        the triangular solves to rounding at the blocks' condition (the tests hold the
+        forms to 1e-10 of exact ones)."""
         if getattr(self, "_batches", None) is not None:
             return self._batches
         ops, sym = self.ops, self.symbolic
@@ -560,12 +561,18 @@ class SupernodalFactor:
         r_all = sym.heights - sym.widths
         plan, total = [], 0
         for L in range(int(sym.level.max()) + 1 if sym.n_supernodes else 0):
-            nodes = np.flatnonzero((sym.level == L) & (sym.widths <= BATCH_WIDTH))
-            if nodes.size < 2:
-                continue
-            W, R = int(sym.widths[nodes].max()), int(r_all[nodes].max())
-            plan.append((L, nodes, W, R))
-            total += 8 * nodes.size * (W + R) * W
+            level = np.flatnonzero(sym.level == L)
+            # by width class (up to 64, 128, 256, 512 columns), so that the padding
+            # stays a fraction of the blocks (one class for the whole level tripled
+            # the leaves' bytes at n = 1,000,000)
+            width_class = np.ceil(np.log2(np.maximum(sym.widths[level], 64))).astype(int)
+            for c in np.unique(width_class[sym.widths[level] <= BATCH_WIDTH]).tolist():
+                nodes = level[(width_class == c) & (sym.widths[level] <= BATCH_WIDTH)]
+                if nodes.size < 2:
+                    continue
+                W, R = int(sym.widths[nodes].max()), int(r_all[nodes].max())
+                plan.append((L, nodes, W, R))
+                total += 8 * nodes.size * (W + R) * W
         free = ops.free_bytes()
         if free is not None and total > BATCH_MEMORY_FRACTION * free:
             logger.debug("supernodal forward solves one supernode at a time: the level "
@@ -581,7 +588,7 @@ class SupernodalFactor:
                 C[i, :w, :w] = inverse
                 if P.shape[0] > w:
                     C[i, W:W + P.shape[0] - w, :w] = P[w:] @ inverse
-            batches[L] = (nodes, W, R, C)
+            batches.setdefault(L, []).append((nodes, W, R, C))
         self._batches = batches
         return batches
 
@@ -620,9 +627,7 @@ class SupernodalFactor:
             level = sym.level[reach]
             for L in np.unique(level).tolist():
                 here = np.flatnonzero(level == L)  # places in the reach
-                batch = batches.get(L)
-                if batch is not None:
-                    nodes, W, R, C = batch
+                for nodes, W, R, C in batches.get(L, ()):
                     mine = np.searchsorted(nodes, reach[here])
                     inside = (mine < nodes.size) & (nodes[np.minimum(mine, nodes.size - 1)]
                                                     == reach[here])
