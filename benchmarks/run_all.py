@@ -385,10 +385,20 @@ def main():
     if args.check:
         import _guard
 
-        sys.exit(_guard.check_cpu(update_baseline=args.update_baseline,
-                                  report_only=args.report_only,
-                                  rounds=60 if args.quick else _guard.CPU_ROUNDS,
-                                  out=args.out))
+        from _harness import GPU
+
+        status = 0
+        if GPU:  # the GPU host: its hot-loop rows first, then the CPU's small calls
+            out_gpu = None
+            if args.out:
+                out_gpu = Path(args.out).with_name(Path(args.out).stem + "_gpu.json")
+            status |= _guard.check_gpu(update_baseline=args.update_baseline,
+                                       report_only=args.report_only, out=out_gpu)
+        status |= _guard.check_cpu(update_baseline=args.update_baseline,
+                                   report_only=args.report_only,
+                                   rounds=60 if args.quick else _guard.CPU_ROUNDS,
+                                   out=args.out)
+        sys.exit(status)
     out_dir = Path(args.out_dir)
     if args.plot_from:
         doc = json.loads(Path(args.plot_from).read_text())
