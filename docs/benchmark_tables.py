@@ -93,7 +93,14 @@ def render(results_dir):
 
 
 #: The sparse GP's variance benchmark: the files the user guide's table is made from.
-VARIANCE_FILES = ("sparse_gp_variance_cpu_2core.json", "sparse_gp_variance_h200.json")
+VARIANCE_FILES = ("sparse_gp_variance_cpu_2core.json", "sparse_gp_variance_h200.json",
+                  "sparse_gp_variance_h100.json")
+
+
+def through(std):
+    """Which factor the variance went through, where the likelihood's did not serve."""
+    return ("; skgpu's supernodal factor" if std.get("variance_factor") == "SupernodalFactor"
+            else "")
 
 
 def sparse_gp_variance_table(results_dir):
@@ -113,7 +120,9 @@ def sparse_gp_variance_table(results_dir):
                 continue
             what, tag = row["case"].split(", n = ", 1)
             by_tag.setdefault(tag, {})[what.split(",")[0]] = (what, row)
-        machine = "2 CPU cores" if "cpu_2core" in name else "H200"
+        gpu = doc.get("machine", {}).get("gpu", "")
+        machine = ("2 CPU cores" if "cpu_2core" in name
+                   else "H100" if "H100" in gpu else "H200")
         for tag, rows_of in by_tag.items():
             def get(key, rows_of=rows_of):
                 return rows_of.get(key, (None, {}))
@@ -130,7 +139,7 @@ def sparse_gp_variance_table(results_dir):
                 _fmt_seconds(fit["fit_s"]) if fit else "",
                 f"{_fmt_seconds(mean['predict']['median_s'])} ({points})" if mean else "",
                 (f"{_fmt_seconds(std['cold_s'])}, {_fmt_seconds(std['warm']['median_s'])}"
-                 f" ({points})") if std else "",
+                 f" ({points}{through(std)})") if std else "",
                 (f"{_fmt_seconds(std['reference_scaled_to_points_s'])} (scaled from "
                  f"{std['reference_points']:,})") if std else "",
                 (f"{_fmt_seconds(cov['first_s'])}, {_fmt_seconds(cov['warm']['median_s'])}"
@@ -138,5 +147,5 @@ def sparse_gp_variance_table(results_dir):
                 (f"first {_fmt_seconds(lml['first_s'])}, then "
                  f"{_fmt_seconds(lml['repeated']['median_s'])}") if lml else ""))
     lines = _table(rows, header=header, widths="22 12 12 14 14 14 12")
-    return "\n".join(lines + [f"(From ``benchmarks/results/{VARIANCE_FILES[0]}`` and "
-                              f"``{VARIANCE_FILES[1]}``.)", ""])
+    files = ", ".join(f"``{f}``" for f in VARIANCE_FILES)
+    return "\n".join(lines + [f"(From ``benchmarks/results/``: {files}.)", ""])
