@@ -537,7 +537,7 @@ def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
     monkeypatch.setattr(backends, "_requirement_status",
                         lambda req: (loadable, "" if loadable else why))
 
-    class FakeGPU:
+    class FakeGPU:  # what the policy asks of a backend (no CuPy needed)
         name, is_gpu = "gpu", True
 
     with caplog.at_level(logging.INFO, logger="skgpu"):

@@ -188,6 +188,17 @@ def gpu_unsupported_reason(operations: Iterable[str] = ()) -> str | None:
     return None
 
 
+def sparse_spd_unavailable(ops: Any) -> str | None:
+    """Why ``ops.sparse_spd`` (the backend's own sparse Cholesky: CHOLMOD or SuperLU on
+    the CPU, cuDSS on the GPU) cannot run, or None. The CPU always has one; the GPU has
+    it where cuDSS loads (the sparse GP then factors with skgpu's supernodal factor,
+    on the GPU still)."""
+    if not ops.is_gpu:
+        return None
+    loadable, why = _requirement_status("cudss")
+    return None if loadable else why
+
+
 def get_backend(name: str) -> Any:
     """The backend object called ``name`` ("cpu" or "gpu")."""
     if name == "cpu":
@@ -391,6 +402,7 @@ __all__ = [
     "gpu_unsupported_reason", "is_cupy_array", "is_cupy_sparse", "is_dask_array",
     "is_dask_collection", "is_device_array", "is_sparse", "is_torch_tensor",
     "observe_backends", "run_reference_on_host", "run_with_fallback", "select_backend",
+    "sparse_spd_unavailable",
     "to_cupy", "to_numpy",
     "tril_in_place", "two_sum",
 ]

@@ -372,14 +372,13 @@ def default_factorization(ops):
     (CHOLMOD or SuperLU on the CPU, cuDSS on the GPU) unless ``SPARSE_FACTORIZATION``
     names skgpu's supernodal one for it; on a GPU without a loadable cuDSS, skgpu's
     supernodal factor (dense cuSOLVER/cuBLAS kernels only), not the CPU."""
-    choice = SPARSE_FACTORIZATION.get(ops.name, "backend")
-    if choice == "backend" and ops.is_gpu:
-        from ..backends import _requirement_status
+    from ..backends import sparse_spd_unavailable
 
-        loadable, why = _requirement_status("cudss")
-        if not loadable:
-            logger.info("sparse GP on the GPU: %s; skgpu's supernodal factor instead", why)
-            return "supernodal"
+    choice = SPARSE_FACTORIZATION.get(ops.name, "backend")
+    why = sparse_spd_unavailable(ops) if choice == "backend" else None
+    if why:
+        logger.info("sparse GP on %s: %s; skgpu's supernodal factor instead", ops.name, why)
+        return "supernodal"
     return choice
 
 
