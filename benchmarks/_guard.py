@@ -126,17 +126,23 @@ def check_cpu(update_baseline=False, report_only=False, rounds=CPU_ROUNDS, out=N
               f"{'-' if base is None else format(base, '8.3f'):>8s}  {row['verdict']}")
     doc = {"machine": machine(), "guard": "cpu small calls", "tolerance": TOLERANCE,
            "results": rows}
+    return _finish(doc, CPU_BASELINE, failed, update_baseline, report_only, out)
+
+
+def _finish(doc, baseline_path, failed, update_baseline, report_only, out):
+    """Write the run (``out``) or the baseline (on purpose); the exit status: 1 where a
+    row is slower, unless ``report_only``."""
     if out:
         Path(out).write_text(json.dumps(doc, indent=1))
     if update_baseline:
-        CPU_BASELINE.write_text(json.dumps(doc, indent=1))
-        print(f"baseline rewritten: {CPU_BASELINE}")
+        baseline_path.write_text(json.dumps(doc, indent=1))
+        print(f"baseline rewritten: {baseline_path}")
         return 0
     if failed:
-        print(f"slower than the baseline beyond the measured noise: {', '.join(failed)}",
-              file=sys.stderr)
+        print(f"{doc['guard']}: slower than the baseline beyond the measured noise: "
+              f"{', '.join(failed)}", file=sys.stderr)
         return 0 if report_only else 1
-    print("no row slower than the baseline beyond the measured noise")
+    print(f"{doc['guard']}: no row slower than the baseline beyond the measured noise")
     return 0
 
 
@@ -244,15 +250,4 @@ def check_gpu(update_baseline=False, report_only=False, rounds=GPU_ROUNDS, out=N
         rows.append(row)
     doc = {"machine": info, "guard": "gpu hot loops", "tolerance": GPU_TOLERANCE,
            "rounds": rounds, "calls_per_round": GPU_CALLS, "results": rows}
-    if out:
-        Path(out).write_text(json.dumps(doc, indent=1))
-    if update_baseline:
-        GPU_BASELINE.write_text(json.dumps(doc, indent=1))
-        print(f"baseline rewritten: {GPU_BASELINE}")
-        return 0
-    if failed:
-        print(f"slower than the GPU baseline beyond the measured noise: {', '.join(failed)}",
-              file=sys.stderr)
-        return 0 if report_only else 1
-    print("no GPU row slower than the baseline beyond the measured noise")
-    return 0
+    return _finish(doc, GPU_BASELINE, failed, update_baseline, report_only, out)

@@ -52,6 +52,19 @@ def _system(rng, X, radius):
     return S, values, dense, kernel
 
 
+def _assert_forms_exact(ops, factor, cross, dense):
+    """The factor's quadratic forms and their Gram for the rows of ``cross`` (a dense
+    cross-covariance, taken sparse) against the dense Cholesky's; ``(Ks, L⁻¹ Ksᵀ)``."""
+    Ks = sp.csr_matrix(cross)
+    L = np.linalg.cholesky(dense)
+    W = sla.solve_triangular(L, Ks.toarray().T, lower=True)
+    np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0),
+                               rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(ops.to_host(factor.quadratic_form_matrix(Ks)), W.T @ W,
+                               rtol=1e-10, atol=1e-13)
+    return Ks, W
+
+
 @pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates", "line"])
 @pytest.mark.parametrize("d", [1, 2, 3])
 def test_nested_dissection_separates(rng, kind, d):
@@ -144,13 +157,7 @@ def test_forms_in_many_chunks_and_the_gram_across_them(rng, monkeypatch, device)
     factor = SupernodalFactor(ops, sym, ops.asarray(values))
     monkeypatch.setattr(_supernodal, "CHUNK_BYTES", 8 * 300 * 5)
     X_test = rng.uniform(0, 1, (80, 2))
-    Ks = sp.csr_matrix(kernel(X_test, X))
-    L = np.linalg.cholesky(dense)
-    W = sla.solve_triangular(L, Ks.toarray().T, lower=True)
-    np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0),
-                               rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(ops.to_host(factor.quadratic_form_matrix(Ks)), W.T @ W,
-                               rtol=1e-10, atol=1e-13)
+    Ks, W = _assert_forms_exact(ops, factor, kernel(X_test, X), dense)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -180,13 +187,7 @@ def test_forms_by_level_batches_and_one_by_one_equal_exact_ones(rng, monkeypatch
     assert sym.level.max() >= 3
     factor = SupernodalFactor(ops, sym, ops.asarray(values))
     X_test = np.vstack([rng.uniform(0, 1, (150, 2)), X[:20]])
-    Ks = sp.csr_matrix(kernel(X_test, X))
-    L = np.linalg.cholesky(dense)
-    W = sla.solve_triangular(L, Ks.toarray().T, lower=True)
-    np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0),
-                               rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(ops.to_host(factor.quadratic_form_matrix(Ks)), W.T @ W,
-                               rtol=1e-10, atol=1e-13)
+    Ks, W = _assert_forms_exact(ops, factor, kernel(X_test, X), dense)
     assert (len(calls) > 0) == (route == "batched")
     factor.refactor(ops.asarray(values * 4.0))  # forms of (4A)⁻¹: a quarter
     np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0) / 4.0,
