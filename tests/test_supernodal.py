@@ -192,6 +192,9 @@ def test_forms_by_level_batches_and_one_by_one_equal_exact_ones(rng, monkeypatch
     factor.refactor(ops.asarray(values * 4.0))  # forms of (4A)⁻¹: a quarter
     np.testing.assert_allclose(factor.quadratic_forms(Ks), np.sum(W * W, axis=0) / 4.0,
                                rtol=1e-10, atol=1e-13)
+    assert bool(factor._batches) == (route == "batched")
+    factor.free()  # the factor's memory given back: its batches with it
+    assert factor._batches is None and factor.buffer is None
 
 
 @pytest.mark.parametrize("device", DEVICES)

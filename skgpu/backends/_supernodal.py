@@ -64,7 +64,7 @@ MAX_SEPARATOR_FRACTION = 0.5
 CHUNK_BYTES = 1 << 30
 #: Supernodes at most this wide go through the forward solves a level at a time: per
 #: chunk and level, one batched product with their ``[L_JJ⁻¹; L_RJ L_JJ⁻¹]`` blocks
-#: (made once per factorisation, zero-padded to the level's widest) instead of a
+#: (made once per factorisation, zero-padded by width class) instead of a
 #: triangular solve, a product and a scatter each: most supernodes are small, and one
 #: by one their launches, not their arithmetic, took the time (11,000 of the 11,800
 #: steps of 100,000 variances at n = 1,000,000 on an H100).
@@ -713,3 +713,4 @@ class SupernodalFactor:
 
     def free(self):
         self.buffer = None
+        self._batches = None  # made from L: they go with it
