@@ -218,6 +218,7 @@ def check_gpu(update_baseline=False, report_only=False, rounds=GPU_ROUNDS, out=N
     """Run the GPU rows, compare each with the baseline's times; the exit status as
     :func:`check_cpu`'s."""
     from _harness import machine
+
     info = machine()
     times = gpu_rows(rounds)
     baseline = {}
