@@ -157,7 +157,7 @@ def test_forms_in_many_chunks_and_the_gram_across_them(rng, monkeypatch, device)
     factor = SupernodalFactor(ops, sym, ops.asarray(values))
     monkeypatch.setattr(_supernodal, "CHUNK_BYTES", 8 * 300 * 5)
     X_test = rng.uniform(0, 1, (80, 2))
-    Ks, W = _assert_forms_exact(ops, factor, kernel(X_test, X), dense)
+    _assert_forms_exact(ops, factor, kernel(X_test, X), dense)
 
 
 @pytest.mark.parametrize("device", DEVICES)
