@@ -1,0 +1,135 @@
+"""The sparse GaussianProcessRegressor at its largest: the memory estimator's largest n,
+then ``fit(optimizer=None)`` and ``predict(X_test, return_std=True)`` at each n, as users
+call them, with the std checked against full solves on a subset.
+
+Run:  python benchmarks/bench_sparse_gp_scale.py --device gpu --n 10000000 \
+          --points 100000 --factorization supernodal --out results.json
+      python benchmarks/bench_sparse_gp_scale.py --quick   (CPU, n = 20,000)
+
+The construction is the large sparse GP's (``_harness.sparse_gp_problem``: ~30 neighbours
+a row, two dimensions). Before anything is fitted, the supernodal analysis of
+``--estimate-n`` points (the same construction) gives the memory estimator's bytes and its
+largest n for the device's free memory (``SupernodalSymbolic.largest_n``): the figure a
+user is told before an n is tried. ``--factorization`` picks the likelihood's factor
+(``auto``: the library's choice; ``supernodal``: skgpu's own, which also serves the
+variance). Times are one cold call each (the first after the fit) and ``--repeats`` warm
+ones; the peak of the memory pool is recorded on the GPU (sample ``nvidia-smi`` beside it
+for the device's own peak).
+"""
+
+import time
+
+import numpy as np
+
+from _harness import machine, run_cases, sparse_gp_problem, standard_parser, synchronized
+
+import skgpu
+from skgpu.backends import get_backend
+from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process import _sparse
+
+
+def _pool_bytes():
+    try:
+        import cupy as cp
+    except ImportError:
+        return None
+    return int(cp.get_default_memory_pool().total_bytes())
+
+
+def estimate_row(device, n):
+    """The analysis of n points and what the estimator makes of it."""
+    ops = get_backend(device)
+    X, y, kernel = sparse_gp_problem(n)
+    like = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization="supernodal")
+    like._ensure_pattern(_sparse.support_radius(kernel))
+    (symbolic), analysis_s = synchronized(like._symbolic)
+    free = ops.free_bytes()
+    total, panels = symbolic.device_bytes()
+    row = {"case": f"memory estimate from n = {n:,}, {device}", "analysis_s": analysis_s,
+           "supernodes": symbolic.n_supernodes, "stored_entries": symbolic.nnz,
+           "factor_bytes": total, "L_bytes": panels, "free_bytes": free}
+    if free is not None:
+        row["largest_n_factor"] = symbolic.largest_n(free)
+        row["largest_n_with_selected_inverse"] = symbolic.largest_n(free, True)
+    return row
+
+
+def rows_for(doc, device, n, points, reference_points, repeats, factorization):
+    X, y, kernel = sparse_gp_problem(n)
+    if device == "gpu":
+        import cupy as cp
+
+        cp.get_default_memory_pool().free_all_blocks()
+    rng = np.random.default_rng(1)
+    X_test = rng.uniform(0, 1, (points, 2))
+    saved = dict(_sparse.SPARSE_FACTORIZATION)
+    if factorization != "auto":
+        _sparse.SPARSE_FACTORIZATION[device] = factorization
+    tag = f"n = {n:,}, {device}, {factorization}"
+    try:
+        with skgpu.config_context(device=device):
+            gp, fit_s = synchronized(lambda: GaussianProcessRegressor(
+                kernel, optimizer=None, alpha=1e-10, cholesky="sparse").fit(X, y))
+            ops = get_backend(device)
+            lml = gp._state_on(ops).lml
+            row = {"case": f"fit(optimizer=None), {tag}", "fit_s": fit_s,
+                   "likelihood_factor": type(lml.factor).__name__,
+                   "pool_bytes_after": _pool_bytes()}
+            doc["results"].append(row)
+            print(row, flush=True)
+            (_, std), cold = synchronized(lambda: gp.predict(X_test, return_std=True))
+            warm = []
+            for _ in range(repeats):
+                warm.append(synchronized(lambda: gp.predict(X_test, return_std=True))[1])
+            row = {"case": f"predict std, {points:,} points, {tag}", "cold_s": cold,
+                   "warm_s": warm, "pool_bytes_after": _pool_bytes()}
+            variance = lml.variance_factor(gp.kernel_)
+            row["variance_factor"] = type(variance).__name__
+            row["level_batches"] = bool(getattr(variance, "_batches", None))
+            sub = X_test[:reference_points]
+            if reference_points:
+                # the same variance by full solves with dense right-hand sides
+                kx = gp.kernel_(sub, X)
+                start = time.perf_counter()
+                solved = ops.to_host(variance.solve(ops.asarray(kx.T)))
+                ref_s = time.perf_counter() - start
+                var = gp.kernel_.diag(sub) - np.einsum("ij,ji->i", kx, solved)
+                std_ref = np.sqrt(np.maximum(var, 0.0)) * gp._y_train_std
+                row["reference_full_solves_s"] = ref_s
+                row["reference_points"] = reference_points
+                row["std_max_rel_diff_vs_full_solves"] = float(
+                    np.max(np.abs(std[:reference_points] - std_ref) / std_ref))
+            doc["results"].append(row)
+            print(row, flush=True)
+    finally:
+        _sparse.SPARSE_FACTORIZATION.clear()
+        _sparse.SPARSE_FACTORIZATION.update(saved)
+
+
+def main():
+    parser = standard_parser(__doc__)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    parser.add_argument("--n", type=int, nargs="+", default=[200_000])
+    parser.add_argument("--estimate-n", type=int, default=1_000_000)
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--reference-points", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--factorization", default="auto",
+                        choices=["auto", "supernodal", "backend"])
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.estimate_n, args.points = [20_000], 20_000, 2_000
+    doc = {"machine": machine(), "benchmark": "sparse_gp_scale", "results": [],
+           "timing": "public methods, one run each: cold = the first call after the fit, "
+                     "warm = the ones after it"}
+    start = time.perf_counter()
+    cases = [lambda: doc["results"].append(estimate_row(args.device, args.estimate_n))]
+    cases += [lambda n=n: rows_for(doc, args.device, n, args.points, args.reference_points,
+                                   args.repeats, args.factorization) for n in args.n]
+    run_cases(cases, doc, args.out)
+    print(f"total {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
