@@ -198,6 +198,77 @@ def test_forms_by_level_batches_and_one_by_one_equal_exact_ones(rng, monkeypatch
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("route", ["batched", "one by one"])
+def test_factor_by_level_batches_equals_dense(rng, monkeypatch, device, route):
+    """The numeric factorisation with a level's small supernodes at once (padded
+    stacks, batched Cholesky, solve and update products; the stacks in several pieces)
+    and one by one: L's panels equal the dense Cholesky factor's entries on L's
+    structure, and logdet and solves agree, after a refactorisation too."""
+    from skgpu.backends import _supernodal
+
+    if route == "one by one":
+        monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)
+    monkeypatch.setattr(_supernodal, "UPDATE_ENTRIES", 20_000)
+    calls = []
+    real = SupernodalFactor._factor_batch
+    monkeypatch.setattr(SupernodalFactor, "_factor_batch",
+                        lambda self, *a: calls.append(len(a[0])) or real(self, *a))
+    ops = get_backend(device)
+    X = _points(rng, "clustered", 1200, 2)
+    S, values, dense, _ = _system(rng, X, 0.05)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.05, leaf_size=24)
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    b = rng.standard_normal(X.shape[0])
+    for scale in (1.0, 5.0):
+        if scale != 1.0:
+            factor.refactor(ops.asarray(values * scale))
+        L = np.linalg.cholesky(dense[np.ix_(sym.order, sym.order)] * scale)
+        panels = ops.to_host(factor.buffer)
+        for s in range(sym.n_supernodes):
+            a, e = int(sym.bounds[s]), int(sym.bounds[s + 1])
+            rows = np.concatenate([np.arange(a, e), sym.rows[s]])
+            block = panels[sym.offsets[s]:sym.offsets[s + 1]].reshape((rows.size, e - a),
+                                                                      order="F")
+            want = L[np.ix_(rows, np.arange(a, e))]
+            np.testing.assert_allclose(np.tril(block, 0) if block.shape[0] else block,
+                                       np.tril(want, 0), rtol=0, atol=1e-12 * np.abs(L).max())
+        assert factor.logdet() == pytest.approx(np.linalg.slogdet(dense * scale)[1],
+                                                rel=1e-12)
+        assert_allclose_rel(ops.to_host(factor.solve(ops.asarray(b))),
+                            np.linalg.solve(dense * scale, b), 1e-10)
+    batched = sum(m.size for level in sym.batch_classes().values() for m, *_ in level)
+    assert sum(calls) == (2 * batched if route == "batched" else 0)
+    assert route == "one by one" or len(calls) > 2 * sum(map(len, sym.batch_classes().values()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_batch_not_positive_definite_is_found_one_by_one(rng, monkeypatch, device):
+    """A matrix that is not positive definite only in one small supernode of a batched
+    level: the batch is refused, its supernodes go one by one, and the error names the
+    leading minor in the fill-reducing order."""
+    ops = get_backend(device)
+    X = _points(rng, "uniform", 1200, 2)
+    S, values, dense, _ = _system(rng, X, 0.05)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.05, leaf_size=24)
+    members = sym.batch_classes()[0][0][0]
+    victim = int(members[len(members) // 2])
+    column = int(sym.bounds[victim]) + 1  # its second column, in the new order
+    bad = values.copy()
+    point = int(sym.order[column])
+    diagonal = np.flatnonzero((np.repeat(np.arange(1200), np.diff(S.indptr)) == point)
+                              & (S.indices == point))
+    bad[diagonal] = -1.0
+    outcomes = []
+    real = SupernodalFactor._factor_batch
+    monkeypatch.setattr(SupernodalFactor, "_factor_batch",
+                        lambda self, *a: outcomes.append(real(self, *a)) or outcomes[-1])
+    with pytest.raises(np.linalg.LinAlgError,
+                       match=f"leading minor of order {column + 1} .* not positive"):
+        SupernodalFactor(ops, sym, ops.asarray(bad), what="kernel matrix")
+    assert False in outcomes and True in outcomes
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_not_positive_definite_is_refused(rng, device):
     ops = get_backend(device)
     X = _points(rng, "uniform", 400, 2)
@@ -266,6 +337,59 @@ def test_selected_inverse_equals_the_dense_inverse(rng, device, kind, d):
     got = ops.to_host(factor.inverse_on(coo.row, coo.col))
     want = np.linalg.inv(dense)[coo.row, coo.col]
     assert_allclose_rel(got, want, 1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("route", ["batched", "one by one", "batches do not fit"])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+def test_selected_inverse_by_level_batches_and_one_by_one(rng, monkeypatch, device, route,
+                                                          kind):
+    """The selected inverse with a level's small supernodes at once (their ``Z_RR``
+    gathered into padded stacks, batched products with the blocks the forward solves
+    use), and without: equal to the dense inverse on the pattern and on L's whole
+    structure, the batched step taken exactly where it should be, again after a
+    refactorisation with new values."""
+    from skgpu.backends import _supernodal
+
+    if route == "one by one":
+        monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)
+    if route == "batches do not fit":
+        monkeypatch.setattr(_supernodal, "BATCH_MEMORY_FRACTION", 0.0)
+        monkeypatch.setattr(type(get_backend(device)), "free_bytes", lambda self: 10**12)
+    # a small budget: the batches' stacks go in several pieces
+    monkeypatch.setattr(_supernodal, "UPDATE_ENTRIES", 20_000)
+    calls = []
+    real = SupernodalFactor._selected_batch
+    monkeypatch.setattr(SupernodalFactor, "_selected_batch",
+                        lambda self, *a: calls.append(len(a[1])) or real(self, *a))
+    ops = get_backend(device)
+    X = _points(rng, kind, 1200, 2)
+    S, values, dense, _ = _system(rng, X, 0.05)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.05, leaf_size=24)
+    assert sym.level.max() >= 3
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    coo = S.tocoo()
+    for scale in (1.0, 3.0):
+        if scale != 1.0:
+            factor.refactor(ops.asarray(values * scale))
+        inverse = np.linalg.inv(dense * scale)
+        got = ops.to_host(factor.inverse_on(coo.row, coo.col))
+        assert_allclose_rel(got, inverse[coo.row, coo.col], 1e-10)
+        # every stored entry of the selected inverse, against the dense one
+        Z = ops.to_host(factor.selected_inverse())
+        permuted = inverse[np.ix_(sym.order, sym.order)]
+        for s in range(sym.n_supernodes):
+            a, b = int(sym.bounds[s]), int(sym.bounds[s + 1])
+            rows = np.concatenate([np.arange(a, b), sym.rows[s]])
+            block = Z[sym.offsets[s]:sym.offsets[s + 1]].reshape((rows.size, b - a),
+                                                                  order="F")
+            assert_allclose_rel(block, permuted[np.ix_(rows, np.arange(a, b))], 1e-10)
+    assert (len(calls) > 0) == (route == "batched")
+    if route == "batched":  # each batched supernode once a selected inverse (four of
+        # them), its level's stacks in more pieces than there are stacks
+        stacks = [members for level in factor._batches.values() for members, *_ in level]
+        assert sum(calls) == 4 * sum(m.size for m in stacks)
+        assert len(calls) > 4 * len(stacks)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -525,7 +525,10 @@ class CPUBackend:
 
     def solve_triangular(self, L, B, transpose=False):
         """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (only its
-        lower triangle is read)."""
+        lower triangle is read); stacks of them (3-D L and B) one by one."""
+        if L.ndim == 3:
+            return np.stack([self.solve_triangular(Li, Bi, transpose)
+                             for Li, Bi in zip(L, B)]) if len(L) else np.zeros(B.shape)
         return sla.solve_triangular(L, B, trans=1 if transpose else 0, lower=True,
                                     check_finite=False)
 
@@ -554,6 +557,14 @@ class CPUBackend:
         if P.shape[0] > w:
             trsm = sla.get_blas_funcs("trsm", (P,))
             P[w:] = trsm(1.0, L, P[w:], side=1, lower=1, trans_a=1)
+
+    def cholesky_batched(self, A):
+        """The lower Cholesky factors of a stack of SPD blocks (g × w × w), or None
+        where one of them is not positive definite (LAPACK potrf through NumPy)."""
+        try:
+            return np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            return None
 
     def panel_update(self, P, w, out):
         """``out ← L_RJ L_RJᵀ`` on its lower triangle for a factored panel ``[L_JJ;

@@ -41,6 +41,18 @@ recurrences, from the root down by the same levels, gathering from the positions
 factorisation scattered to; :meth:`SupernodalFactor.inverse_on` reads it on A's
 pattern (the likelihood's exact gradient).
 
+Level batches: most supernodes are small (the leaves and the lower separators), and one
+by one their kernel launches, not their arithmetic, take the time. So a level's
+supernodes at most ``BATCH_WIDTH`` wide go at once, by width class
+(:meth:`SupernodalSymbolic.batch_classes`), in stacks zero-padded to the class's widest
+block and longest rows (ones on the padded diagonal where a block is factored or
+inverted): in the factorisation, a gather of their panels, a batched Cholesky, a batched
+triangular solve, a batched update product scattered into the ancestors and a scatter
+back; for the forward solves and the selected inverse, the stacks ``[L_JJ⁻¹; L_RJ
+L_JJ⁻¹]`` made once per factorisation (:meth:`SupernodalFactor._level_batches`), used
+as batched products. Stacks go in pieces of at most ``UPDATE_ENTRIES`` entries; a piece
+whose Cholesky fails goes one by one (where the failing leading minor is found).
+
 Why our own: neither cuDSS nor a kept-up Python package hands out L in supernodal form
 (cuDSS keeps it; CHOLMOD through cvxopt exports it as a CSC matrix on the host, after a
 host factorisation) and the predictive variance of a sparse GP needs L's forward solves
@@ -203,21 +215,48 @@ class SupernodalSymbolic:
         before any of their updates is applied) and their updates in groups of at
         most ``budget`` product entries (a supernode past it alone): ``[(level's
         supernodes, [(group, offsets of each one's r × r product in the group)])]``."""
+        return [(nodes, self.update_groups(nodes, budget))
+                for nodes in (np.flatnonzero(self.level == L) for L in range(
+                    int(self.level.max()) + 1 if self.n_supernodes else 0))]
+
+    def update_groups(self, nodes, budget=UPDATE_ENTRIES):
+        """``nodes``' supernodes with rows below their blocks in groups of at most
+        ``budget`` entries of their r × r products (a supernode past it alone):
+        ``[(group, offsets of each one's product in the group)]``."""
         r = self.heights - self.widths
-        out = []
+        with_rows = nodes[r[nodes] > 0]
+        groups, start = [], 0
+        sizes = r[with_rows] ** 2
+        while start < with_rows.size:
+            total = np.cumsum(sizes[start:])
+            stop = start + max(1, int(np.searchsorted(total, budget, side="right")))
+            group = with_rows[start:stop]
+            groups.append((group, np.concatenate([[0], np.cumsum(sizes[start:stop])])))
+            start = stop
+        return groups
+
+    def batch_classes(self):
+        """The supernodes at most ``BATCH_WIDTH`` wide that go a level at a time, per
+        level and width class (up to 64, 128, 256, 512 columns, so that the padding
+        stays a fraction of the blocks: one class for a whole level tripled the leaves'
+        bytes at n = 1,000,000), classes of two or more: ``{level: [(supernodes, W,
+        R), ...]}``, W and R the class's widest block and longest rows."""
+        cached = getattr(self, "_batch_classes", None)
+        if cached is not None and cached[0] == BATCH_WIDTH:
+            return cached[1]
+        r_all = self.heights - self.widths
+        classes = {}
         for L in range(int(self.level.max()) + 1 if self.n_supernodes else 0):
-            nodes = np.flatnonzero(self.level == L)
-            with_rows = nodes[r[nodes] > 0]
-            groups, start = [], 0
-            sizes = r[with_rows] ** 2
-            while start < with_rows.size:
-                total = np.cumsum(sizes[start:])
-                stop = start + max(1, int(np.searchsorted(total, budget, side="right")))
-                group = with_rows[start:stop]
-                groups.append((group, np.concatenate([[0], np.cumsum(sizes[start:stop])])))
-                start = stop
-            out.append((nodes, groups))
-        return out
+            level = np.flatnonzero(self.level == L)
+            width_class = np.ceil(np.log2(np.maximum(self.widths[level], 64))).astype(int)
+            small = self.widths[level] <= BATCH_WIDTH
+            for c in np.unique(width_class[small]).tolist():
+                nodes = level[(width_class == c) & small]
+                if nodes.size >= 2:
+                    classes.setdefault(L, []).append(
+                        (nodes, int(self.widths[nodes].max()), int(r_all[nodes].max())))
+        self._batch_classes = (BATCH_WIDTH, classes)
+        return classes
 
     def device_bytes(self, selected_inverse=False):
         """``(total, L's)``: the bytes a :class:`SupernodalFactor` of this structure
@@ -353,7 +392,18 @@ class SupernodalFactor:
         self.buffer = buffer
         self._batches = None  # made from L's values: gone with them
         status = xp.zeros(sym.n_supernodes, dtype=np.int32)
-        for nodes, groups in self._schedule:
+        classes = sym.batch_classes()
+        for L, (nodes, groups) in enumerate(self._schedule):
+            batched = []
+            for members, W, R in classes.get(L, ()):
+                step = max(1, UPDATE_ENTRIES // max(R * R, (W + R) * W))
+                for lo in range(0, members.size, step):
+                    if self._factor_batch(members[lo:lo + step], W, R):
+                        batched.append(members[lo:lo + step])
+            if batched:  # the rest one by one (and any piece not positive definite:
+                # there its leading minor is found)
+                nodes = np.setdiff1d(nodes, np.concatenate(batched), assume_unique=True)
+                groups = sym.update_groups(nodes)
             for s in nodes.tolist():
                 P, w = self._panel(s)
                 ops.panel_cholesky(P, w, status, s)
@@ -377,6 +427,42 @@ class SupernodalFactor:
             raise not_positive_definite(
                 self.what, f"leading minor of order {column} (in the fill-reducing "
                 "order) is not positive")
+
+    def _factor_batch(self, nodes, W, R):
+        """``nodes`` of one level factored at once: their panels gathered into a stack
+        zero-padded to (W + R) × W (ones on the padded diagonal), one batched Cholesky
+        of the diagonal blocks (``ops.cholesky_batched``), one batched triangular solve
+        for the rows below, one batched product for their updates, scattered (lower
+        triangles) into the ancestors' panels, and the panels written back. False, and
+        nothing written, where a block is not positive definite."""
+        ops = self.ops
+        xp = ops.xp
+        g = len(nodes)
+        D = xp.zeros((g, W + R, W))
+        flat, positions = self._stack_positions(nodes, W, R)
+        D.reshape(-1)[flat] = self.buffer[positions]
+        k = xp.arange(W)
+        padded = k[None, :] >= xp.asarray(self.symbolic.widths[nodes])[:, None]
+        D[:, k, k] = xp.where(padded, 1.0, D[:, k, k])
+        blocks = D[:, :W]  # (only their lower triangles were assembled)
+        blocks += xp.tril(blocks, -1).transpose(0, 2, 1)
+        L = ops.cholesky_batched(blocks)
+        if L is None:
+            return False
+        D[:, :W] = L
+        if R:
+            below = ops.solve_triangular(L, D[:, W:].transpose(0, 2, 1))
+            D[:, W:] = below.transpose(0, 2, 1)
+            del below
+            update = xp.matmul(D[:, W:], D[:, W:].transpose(0, 2, 1))
+            where, targets = self._pair_positions(nodes, R, lower_only=True)
+            values = update.reshape(-1)[where]
+            del update, where
+            xp.negative(values, out=values)
+            ops.scatter_add(self.buffer, targets, values)
+            del values, targets
+        self.buffer[positions] = D.reshape(-1)[flat]
+        return True
 
     def _update_targets(self, group, product_offsets):
         """Where the lower triangles of ``group``'s update products ``L_RJ L_RJᵀ`` (end to
@@ -435,9 +521,19 @@ class SupernodalFactor:
                 f"{(panels + (total - panels) // 2) / 1e9:.1f} GB beside its factor, "
                 f"{free / 1e9:.1f} GB are free")
         Z = xp.zeros(sym.nnz, dtype=np.float64)
-        for nodes, groups in reversed(self._schedule):
+        batches = self._level_batches()
+        for L in range(len(self._schedule) - 1, -1, -1):
+            nodes = self._schedule[L][0]
+            batched = [members for members, *_ in batches.get(L, ())]
+            for members, W, R, C in batches.get(L, ()):
+                step = max(1, UPDATE_ENTRIES // max(R * R, (W + R) * W))
+                for lo in range(0, members.size, step):
+                    self._selected_batch(Z, members[lo:lo + step], W, R,
+                                         C[lo:lo + step])
+            if batched:
+                nodes = np.setdiff1d(nodes, np.concatenate(batched), assume_unique=True)
             gathered = {}
-            for group, product_offsets in groups:
+            for group, product_offsets in sym.update_groups(nodes):
                 targets, lower = self._update_targets(group, product_offsets)
                 flat = xp.zeros(int(product_offsets[-1]), dtype=np.float64)
                 flat[lower] = Z[targets]
@@ -459,6 +555,28 @@ class SupernodalFactor:
                     Zp[w:] = Z_RJ
                 Zp[:w] = Z_JJ
         return Z
+
+    def _selected_batch(self, Z, nodes, W, R, C):
+        """:meth:`selected_inverse`'s step for ``nodes`` of one level at once, from
+        their stack ``C`` of ``[L_JJ⁻¹; L̃]`` (:meth:`_level_batches`): ``Z_RR``
+        gathered into a zero-padded R × R stack, two batched products, and the
+        panels' ``[Z_JJ; Z_RJ]`` scattered into Z."""
+        xp = self.ops.xp
+        inverse, tilde = C[:, :W], C[:, W:]
+        Z_JJ = xp.matmul(inverse.transpose(0, 2, 1), inverse)
+        if R:
+            flat, positions = self._pair_positions(nodes, R, lower_only=False)
+            Z_RR = xp.zeros((len(nodes), R, R))
+            Z_RR.reshape(-1)[flat] = Z[positions]
+            del flat, positions
+            Z_RJ = xp.matmul(Z_RR, tilde)
+            del Z_RR
+            xp.negative(Z_RJ, out=Z_RJ)
+            Z_JJ -= xp.matmul(tilde.transpose(0, 2, 1), Z_RJ)
+            Z_JJ = xp.concatenate([Z_JJ, Z_RJ], axis=1)
+            del Z_RJ
+        flat, positions = self._stack_positions(nodes, W, R)
+        Z[positions] = Z_JJ.reshape(-1)[flat]
 
     def inverse_on(self, rows, cols):
         """``(A⁻¹)[rows, cols]`` for pairs in A's pattern (original indices, device or
@@ -558,21 +676,9 @@ class SupernodalFactor:
             return self._batches
         ops, sym = self.ops, self.symbolic
         xp = ops.xp
-        r_all = sym.heights - sym.widths
-        plan, total = [], 0
-        for L in range(int(sym.level.max()) + 1 if sym.n_supernodes else 0):
-            level = np.flatnonzero(sym.level == L)
-            # by width class (up to 64, 128, 256, 512 columns), so that the padding
-            # stays a fraction of the blocks (one class for the whole level tripled
-            # the leaves' bytes at n = 1,000,000)
-            width_class = np.ceil(np.log2(np.maximum(sym.widths[level], 64))).astype(int)
-            for c in np.unique(width_class[sym.widths[level] <= BATCH_WIDTH]).tolist():
-                nodes = level[(width_class == c) & (sym.widths[level] <= BATCH_WIDTH)]
-                if nodes.size < 2:
-                    continue
-                W, R = int(sym.widths[nodes].max()), int(r_all[nodes].max())
-                plan.append((L, nodes, W, R))
-                total += 8 * nodes.size * (W + R) * W
+        plan = [(L, nodes, W, R) for L, classes in sym.batch_classes().items()
+                for nodes, W, R in classes]
+        total = sum(8 * nodes.size * (W + R) * W for _, nodes, W, R in plan)
         free = ops.free_bytes()
         if free is not None and total > BATCH_MEMORY_FRACTION * free:
             logger.debug("supernodal forward solves one supernode at a time: the level "
@@ -582,15 +688,84 @@ class SupernodalFactor:
         batches = {}
         for L, nodes, W, R in plan:
             C = xp.zeros((nodes.size, W + R, W))
-            for i, s in enumerate(nodes.tolist()):
-                P, w = self._panel(s)
-                inverse = ops.solve_triangular(P[:w, :w], xp.eye(w))
-                C[i, :w, :w] = inverse
-                if P.shape[0] > w:
-                    C[i, W:W + P.shape[0] - w, :w] = P[w:] @ inverse
+            step = max(1, UPDATE_ENTRIES // ((W + R) * W))
+            for lo in range(0, nodes.size, step):
+                self._invert_blocks(nodes[lo:lo + step], W, R, C[lo:lo + step])
             batches.setdefault(L, []).append((nodes, W, R, C))
         self._batches = batches
         return batches
+
+    def _stack_positions(self, nodes, W, R):
+        """Where ``nodes``' panels lie in a stack of them zero-padded to (W + R) × W each
+        (the block's W rows, then R rows below it; C order): ``(flat, positions)``, the
+        stack's flat indices of the entries that are in a panel and their positions in
+        the panel buffer. Array arithmetic on the device."""
+        xp = self.ops.xp
+        d = self._dev
+        s = xp.asarray(nodes)
+        w, r = d["widths"][s], d["r"][s]
+        a = xp.arange(W + R)[None, :, None]
+        b = xp.arange(W)[None, None, :]
+        valid = (b < w[:, None, None]) & xp.where(a < W, a < w[:, None, None],
+                                                  a - W < r[:, None, None])
+        flat = xp.flatnonzero(valid)
+        del valid
+        i, rest = xp.divmod(flat, (W + R) * W)
+        a, b = xp.divmod(rest, W)
+        del rest
+        s = s[i]
+        row = xp.where(a < W, a, d["widths"][s] + a - W)
+        return flat, d["offsets"][s] + row + b * d["heights"][s]
+
+    def _pair_positions(self, nodes, R, lower_only):
+        """Where the pairs of ``nodes``' rows below their blocks (entries ``(R[p],
+        R[q])`` of L's structure, the lower one of each pair) lie in the panel buffer,
+        for a stack of r × r blocks zero-padded to R × R (C order): ``(flat,
+        positions)`` as :meth:`_stack_positions`'s; ``lower_only``: the pairs p ≥ q
+        only (an update's lower triangle), else both (a symmetric gather)."""
+        xp = self.ops.xp
+        d = self._dev
+        s = xp.asarray(nodes)
+        r = d["r"][s][:, None, None]
+        p = xp.arange(R)
+        valid = (p[None, :, None] < r) & (p[None, None, :] < r)
+        if lower_only:
+            valid &= p[None, :, None] >= p[None, None, :]
+        flat = xp.flatnonzero(valid)
+        del valid, r
+        i, rest = xp.divmod(flat, R * R)
+        pp, qq = xp.divmod(rest, R)
+        del rest
+        base = d["row_start"][s][i]
+        del i
+        row_p, row_q = d["rows_cat"][base + pp], d["rows_cat"][base + qq]
+        del base, pp, qq
+        return flat, self._positions(xp.maximum(row_p, row_q), xp.minimum(row_p, row_q))
+
+    def _invert_blocks(self, nodes, W, R, out):
+        """``out[i] = [L_JJ⁻¹; L_RJ L_JJ⁻¹]`` (zero-padded to (W + R) × W) for each of
+        ``nodes``: the panels gathered into ``out``, their diagonal blocks made
+        invertible where padded (ones on the padded diagonal), inverted by one batched
+        triangular solve with the identity, the rows below multiplied by one batched
+        product, and the padded diagonal set back to zero."""
+        ops = self.ops
+        xp = ops.xp
+        g = len(nodes)
+        flat, positions = self._stack_positions(nodes, W, R)
+        out.reshape(-1)[flat] = self.buffer[positions]
+        del flat, positions
+        k = xp.arange(W)
+        padded = k[None, :] >= xp.asarray(self.symbolic.widths[nodes])[:, None]
+        blocks = out[:, :W]
+        blocks[:, k, k] = xp.where(padded, 1.0, blocks[:, k, k])
+        identity = xp.zeros((g, W, W))
+        identity[:, k, k] = 1.0
+        inverse = ops.solve_triangular(blocks, identity)
+        del identity
+        inverse[:, k, k] = xp.where(padded, 0.0, inverse[:, k, k])
+        if R:
+            out[:, W:] = xp.matmul(out[:, W:], inverse)
+        out[:, :W] = inverse
 
     def _forward_chunks(self, B, keep):
         """Forward solves ``L⁻¹ P bᵢ`` through each chunk's reach; yields per chunk

@@ -254,7 +254,7 @@ class GPUBackend:
     def solve_triangular(self, L, B, transpose=False):
         """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (cuBLAS
         trsm; only the lower triangle is read, so a factor's buffer can be passed as it
-        is)."""
+        is); stacks of them (3-D L and B) in one batched trsm."""
         return cublas.solve_triangular(L, self.asarray(B), transpose)
 
     def solve_triangular_right(self, L, C):
@@ -268,6 +268,20 @@ class GPUBackend:
         (potrf of its top w × w block, trsm of the rows below), potrf's status written
         to ``status[index]`` (an int32 device array read once for all panels)."""
         cusolver.potrf_panel(P, w, status, index)
+
+    def cholesky_batched(self, A):
+        """The lower Cholesky factors of a stack of SPD blocks (g × w × w, cuSOLVER's
+        batched potrf through CuPy), or None where one of them is not positive definite
+        (potrf's status, and every diagonal entry finite and positive)."""
+        try:
+            with cupyx.errstate(linalg="raise"):
+                L = cp.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            return None
+        diagonal = cp.diagonal(L, axis1=1, axis2=2)
+        if not bool(cp.all(cp.isfinite(diagonal) & (diagonal > 0))):
+            return None
+        return L
 
     def panel_update(self, P, w, out):
         """``out ← L_RJ L_RJᵀ`` on its lower triangle for a factored panel ``[L_JJ;

@@ -177,8 +177,17 @@ def panel_forward(P, w, Y, out):
 
 def solve_triangular(L, B, transpose=False):
     """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (trsm; only the
-    lower triangle is read)."""
+    lower triangle is read); for stacks (3-D L and B), one batched trsm (CuPy's
+    ``solve_triangular`` takes batches; one by one where a CuPy without them refuses)."""
     from cupyx.scipy.linalg import solve_triangular
 
-    return solve_triangular(L, B, trans="T" if transpose else "N", lower=True,
-                            overwrite_b=False, check_finite=False)
+    trans = "T" if transpose else "N"
+    if L.ndim == 3:
+        try:
+            return solve_triangular(L, B, trans=trans, lower=True, overwrite_b=False,
+                                    check_finite=False)
+        except ValueError:  # a CuPy whose solve_triangular takes one matrix
+            return cp.stack([solve_triangular(Li, Bi, trans=trans, lower=True,
+                                              check_finite=False) for Li, Bi in zip(L, B)])
+    return solve_triangular(L, B, trans=trans, lower=True, overwrite_b=False,
+                            check_finite=False)
