@@ -9,12 +9,12 @@ Run:  python benchmarks/bench_sparse_gp_scale.py --device gpu --n 10000000 \
 The construction is the large sparse GP's (``_harness.sparse_gp_problem``: ~30 neighbours
 a row, two dimensions). Before anything is fitted, the supernodal analysis of
 ``--estimate-n`` points (the same construction) gives the memory estimator's bytes and its
-largest n for the device's free memory (``SupernodalSymbolic.largest_n``): the figure a
-user is told before an n is tried. ``--factorization`` picks the likelihood's factor
-(``auto``: the library's choice; ``supernodal``: skgpu's own, which also serves the
-variance). Times are one cold call each (the first after the fit) and ``--repeats`` warm
-ones; the peak of the memory pool is recorded on the GPU (sample ``nvidia-smi`` beside it
-for the device's own peak).
+largest n for the device's free memory (``SupernodalSymbolic.largest_n``: the factor's
+bytes and the pattern's beside it): the figure a user is told before an n is tried.
+``--factorization`` picks the likelihood's factor (``auto``: the library's choice;
+``supernodal``: skgpu's own, which also serves the variance). Times are one cold call
+each (the first after the fit) and ``--repeats`` warm ones; the peak of the memory pool
+is recorded on the GPU (sample ``nvidia-smi`` beside it for the device's own peak).
 """
 
 import time
@@ -44,14 +44,22 @@ def estimate_row(device, n):
     like = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization="supernodal")
     like._ensure_pattern(_sparse.support_radius(kernel))
     (symbolic), analysis_s = synchronized(like._symbolic)
-    free = ops.free_bytes()
+    free = ops.free_bytes()  # (the pattern is held now: it counts as available)
     total, panels = symbolic.device_bytes()
     row = {"case": f"memory estimate from n = {n:,}, {device}", "analysis_s": analysis_s,
            "supernodes": symbolic.n_supernodes, "stored_entries": symbolic.nnz,
-           "factor_bytes": total, "L_bytes": panels, "free_bytes": free}
+           "pattern_entries": symbolic.pattern_entries,
+           "factor_bytes": total, "L_bytes": panels,
+           "pattern_bytes": symbolic.pattern_bytes(), "free_bytes": free}
     if free is not None:
-        row["largest_n_factor"] = symbolic.largest_n(free)
-        row["largest_n_with_selected_inverse"] = symbolic.largest_n(free, True)
+        available = free + symbolic.pattern_bytes()
+        row["largest_n_factor"] = symbolic.largest_n(available)
+        row["largest_n_with_selected_inverse"] = symbolic.largest_n(available, True)
+    del like, symbolic
+    if device == "gpu":
+        import cupy as cp
+
+        cp.get_default_memory_pool().free_all_blocks()
     return row
 
 

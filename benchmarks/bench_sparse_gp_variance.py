@@ -27,6 +27,7 @@ dense path's up to ``--dense-max``.
 The memory pool's bytes after each step are recorded on the GPU.
 """
 
+import math
 import time
 
 import numpy as np
@@ -137,8 +138,45 @@ def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
     return row
 
 
+def ard_row(device, n, dims=4, neighbours=30):
+    """The likelihood with its gradient for an ARD kernel (one length scale a dimension,
+    ``dims`` + 2 hyperparameters) on both factorisations: skgpu's (one factorisation and
+    the selected inverse, whatever the number of hyperparameters) and the backend's
+    (CHOLMOD's exact gradient, else two more factorisations a length scale)."""
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood
+    from skgpu.gaussian_process.kernels import Tapered
+
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 1, (n, dims))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.05 * rng.standard_normal(n)
+    # the radius of a ball holding ~neighbours points: vol = neighbours / n
+    unit_ball = np.pi ** (dims / 2) / math.gamma(dims / 2 + 1)
+    r = (neighbours / (n * unit_ball)) ** (1 / dims)
+    kernel = (ConstantKernel(1.0) * Tapered(Matern(np.linspace(r / 2, r, dims), nu=1.5),
+                                            taper_range=r) + WhiteKernel(0.01))
+    ops = get_backend(device)
+    row = {"case": f"log_marginal_likelihood with gradient, ARD ({dims} length scales, "
+                   f"{kernel.theta.size} hyperparameters), n = {n:,}, {device}",
+           "neighbours": neighbours}
+    grads = {}
+    for name in ("supernodal", "backend"):
+        like = SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization=name)
+        (_, grads[name]), first = synchronized(lambda f=like: f(kernel, True))
+        _, repeated = timeit(lambda f=like: f(kernel, True), 3)
+        row[f"{name}_first_s"] = first
+        row[f"{name}_lml_gradient"] = repeated
+        row[f"{name}_factorizations_per_evaluation"] = like.n_factorizations / (
+            like.n_evaluations or 1)
+        row["pattern_entries"] = int(like.pattern.pairs.size)
+        like = None
+    row["gradient_max_rel_diff"] = _rel(grads["supernodal"], grads["backend"])
+    return row
+
+
 def rows_for(doc, device, factor_name, n, points, reference_points, cov_points,
-             dense_max, skip_likelihood=False):
+             dense_max, skip_likelihood=False, sample_points=2_000):
     X, y, kernel = sparse_gp_problem(n)
     if device == "gpu":
         import cupy as cp
@@ -210,7 +248,7 @@ def rows_for(doc, device, factor_name, n, points, reference_points, cov_points,
                    "pool_bytes_after": _pool_bytes()}
             doc["results"].append(row)
             print(row, flush=True)
-            samples_x = X_test[:cov_points]
+            samples_x = X_test[:sample_points]
             _, sample_s = synchronized(lambda: gp.sample_y(samples_x, 5))
             doc["results"].append({"case": f"sample_y, {samples_x.shape[0]:,} points, 5 "
                                    f"samples, {tag}", "s": sample_s})
@@ -244,21 +282,32 @@ def main():
     parser.add_argument("--cov-points", type=int, default=10_000)
     parser.add_argument("--dense-max", type=int, default=0,
                         help="compare the std with the dense path's up to this n")
+    parser.add_argument("--sample-points", type=int, default=2_000,
+                        help="sample_y's points (its draws are scikit-learn's: an SVD of "
+                             "their covariance on the host, cubic in them)")
+    parser.add_argument("--ard-n", type=int, default=0,
+                        help="also the likelihood of an ARD kernel (4-D, 4 length scales) "
+                             "at this n on both factorisations (0: not run)")
     parser.add_argument("--skip-likelihood", action="store_true",
                         help="leave out the public likelihood rows")
     args = parser.parse_args()
     if args.quick:
         args.n, args.points, args.reference_points, args.cov_points = [5_000], 2_000, 300, 1_000
+        args.sample_points = 500
     doc = {"machine": machine(), "benchmark": "sparse_gp_variance", "results": [],
            "timing": "public methods; cold = the first call after the fit, one run; warm "
                      "= median of 3 after it; the reference route on a subset, scaled"}
     factors = ["cudss"] if args.device == "gpu" else (
         ["cholmod", "superlu"] if _cpu.cholmod_available() else ["superlu"])
     start = time.perf_counter()
-    run_cases([lambda f=f, n=n: rows_for(doc, args.device, f, n, args.points,
-                                         args.reference_points, args.cov_points,
-                                         args.dense_max, args.skip_likelihood)
-               for n in args.n for f in factors], doc, args.out)
+    cases = [lambda: doc["results"].append(ard_row(args.device, args.ard_n))
+             ] if args.ard_n else []
+    cases += [lambda f=f, n=n: rows_for(doc, args.device, f, n, args.points,
+                                        args.reference_points, args.cov_points,
+                                        args.dense_max, args.skip_likelihood,
+                                        args.sample_points)
+              for n in args.n for f in factors]
+    run_cases(cases, doc, args.out)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

@@ -87,6 +87,10 @@ BATCH_MEMORY_FRACTION = 0.5
 #: Entries of the update products scattered at once in the numeric factorisation (their
 #: values and target positions, and the index arithmetic's temporaries, scale with it).
 UPDATE_ENTRIES = 1 << 24
+#: Bytes a sparse GP holds per stored entry of its kernel matrix's pattern beside the
+#: factor (the pairs' rows and columns, 64-bit; the CSR's indices; the values, and their
+#: lower half gathered into the panels), for the memory estimate.
+PATTERN_BYTES = 36
 
 
 def nested_dissection(points, radius, leaf_size=LEAF_SIZE):
@@ -142,6 +146,7 @@ class SupernodalSymbolic:
     def __init__(self, indptr, indices, order, bounds):
         indptr = np.asarray(indptr, dtype=np.int64)
         indices = np.asarray(indices, dtype=np.int64)
+        self.pattern_entries = int(indices.size)
         n = order.size
         self.n = n
         self.order = order
@@ -210,19 +215,21 @@ class SupernodalSymbolic:
         self.level = level
         self.nnz = int(self.offsets[-1])
 
-    def schedule(self, budget=UPDATE_ENTRIES):
+    def schedule(self, budget=None):
         """The numeric factorisation's order: per level, its supernodes (all factored
-        before any of their updates is applied) and their updates in groups of at
-        most ``budget`` product entries (a supernode past it alone): ``[(level's
-        supernodes, [(group, offsets of each one's r × r product in the group)])]``."""
+        before any of their updates is applied) and their updates in groups of at most
+        ``budget`` (default ``UPDATE_ENTRIES``) product entries (a supernode past it
+        alone): ``[(level's supernodes, [(group, offsets of each one's r × r product in
+        the group)])]``."""
         return [(nodes, self.update_groups(nodes, budget))
                 for nodes in (np.flatnonzero(self.level == L) for L in range(
                     int(self.level.max()) + 1 if self.n_supernodes else 0))]
 
-    def update_groups(self, nodes, budget=UPDATE_ENTRIES):
+    def update_groups(self, nodes, budget=None):
         """``nodes``' supernodes with rows below their blocks in groups of at most
         ``budget`` entries of their r × r products (a supernode past it alone):
         ``[(group, offsets of each one's product in the group)]``."""
+        budget = UPDATE_ENTRIES if budget is None else budget
         r = self.heights - self.widths
         with_rows = nodes[r[nodes] > 0]
         groups, start = [], 0
@@ -262,29 +269,45 @@ class SupernodalSymbolic:
         """``(total, L's)``: the bytes a :class:`SupernodalFactor` of this structure
         holds on its device at its peak: L's panels (and, with ``selected_inverse``, the
         inverse's, laid out alike), the symbolic arrays it copies there, and the
-        temporaries of a group's updates (about ten arrays of ``UPDATE_ENTRIES``)."""
+        temporaries of its updates (about ten arrays of ``UPDATE_ENTRIES``; the
+        selected inverse gathers a supernode's r × r block whole, about fourteen)."""
         panels = 8 * self.nnz
         arrays = 8 * (2 * self.value_index.size + 3 * self.rows_cat.size
                       + 2 * self.n + 6 * (self.n_supernodes + 1))
-        work = 10 * 8 * min(UPDATE_ENTRIES, max(int(np.max(
-            (self.heights - self.widths) ** 2)) if self.n_supernodes else 0, 1))
+        r = self.heights - self.widths
+        largest = int(np.max(r.astype(np.int64) ** 2)) if self.n_supernodes else 0
+        work = 10 * 8 * max(1, min(UPDATE_ENTRIES, largest))
+        if selected_inverse:
+            work = max(work, 14 * 8 * largest)
         total = panels * (2 if selected_inverse else 1) + arrays + work
         return int(total), int(panels)
 
+    def pattern_bytes(self):
+        """The bytes a sparse GP holds beside the factor for the pattern this structure
+        was made from: ``PATTERN_BYTES`` per stored entry."""
+        return PATTERN_BYTES * self.pattern_entries
+
     def largest_n(self, available, selected_inverse=False):
-        """About the largest number of points whose factor fits in ``available`` bytes
-        at this structure's density: the bytes scaled as ``n log n`` (nested dissection
-        in two dimensions; sharper growth in three makes this an upper bound there)."""
+        """About the largest number of points whose factor, and the pattern beside it
+        (:meth:`pattern_bytes`), fit in ``available`` bytes at this structure's
+        density: the factor's bytes scaled as ``n log n`` (nested dissection in two
+        dimensions; sharper growth in three makes this an upper bound there), the
+        pattern's as n."""
         total, _ = self.device_bytes(selected_inverse)
         if self.n < 2 or total <= 0:
             return self.n
         per = total / (self.n * np.log(self.n))
+        linear = self.pattern_bytes() / self.n
+
+        def need(m):
+            return m * np.log(m) * per + m * linear
+
         lo, hi = 2.0, float(self.n)
-        while hi * np.log(hi) * per < available:
+        while need(hi) < available:
             hi *= 2.0
-        for _ in range(60):  # bisection on n log n · per = available
+        for _ in range(60):  # bisection on need(n) = available
             mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if mid * np.log(mid) * per < available else (lo, mid)
+            lo, hi = (mid, hi) if need(mid) < available else (lo, mid)
         return int(lo)
 
     @classmethod
@@ -327,7 +350,8 @@ def check_memory(ops, symbolic, what="matrix", selected_inverse=False):
         f"supernodes{', twice for the selected inverse' if selected_inverse else ''}; "
         f"its index arrays and work: {rest / 1e9:.1f} GB), "
         f"but the {where} has {free / 1e9:.1f} GB free. At this density of neighbours "
-        f"the largest n that fits is about {symbolic.largest_n(free, selected_inverse):,}.")
+        f"the largest n that fits is about "
+        f"{symbolic.largest_n(free + symbolic.pattern_bytes(), selected_inverse):,}.")
     if ops.is_gpu:
         from ..exceptions import GPUOutOfMemoryError
 
@@ -408,6 +432,9 @@ class SupernodalFactor:
                 P, w = self._panel(s)
                 ops.panel_cholesky(P, w, status, s)
             for group, product_offsets in groups:
+                if group.size == 1 and int(product_offsets[-1]) > UPDATE_ENTRIES:
+                    self._update_in_blocks(int(group[0]))  # (alone past the budget)
+                    continue
                 products = xp.empty(int(product_offsets[-1]), dtype=np.float64)
                 for s, o in zip(group.tolist(), product_offsets[:-1].tolist()):
                     P, w = self._panel(s)
@@ -437,13 +464,7 @@ class SupernodalFactor:
         nothing written, where a block is not positive definite."""
         ops = self.ops
         xp = ops.xp
-        g = len(nodes)
-        D = xp.zeros((g, W + R, W))
-        flat, positions = self._stack_positions(nodes, W, R)
-        D.reshape(-1)[flat] = self.buffer[positions]
-        k = xp.arange(W)
-        padded = k[None, :] >= xp.asarray(self.symbolic.widths[nodes])[:, None]
-        D[:, k, k] = xp.where(padded, 1.0, D[:, k, k])
+        D, flat, positions = self._gather_stack(nodes, W, R)
         blocks = D[:, :W]  # (only their lower triangles were assembled)
         blocks += xp.tril(blocks, -1).transpose(0, 2, 1)
         L = ops.cholesky_batched(blocks)
@@ -463,6 +484,32 @@ class SupernodalFactor:
             del values, targets
         self.buffer[positions] = D.reshape(-1)[flat]
         return True
+
+    def _update_in_blocks(self, s):
+        """Supernode s's update ``L_RJ L_RJᵀ`` (lower triangle) subtracted from its
+        ancestors' panels in blocks of columns, each at most ``UPDATE_ENTRIES`` entries
+        with its targets, for a supernode whose r × r product alone is past that budget
+        (the top separators at n = 10,000,000: their products and target arrays whole
+        took more than 10 GB)."""
+        ops = self.ops
+        xp = ops.xp
+        P, w = self._panel(s)
+        below = P[w:]
+        r = below.shape[0]
+        rows = self._rows_of(s)
+        step = max(1, UPDATE_ENTRIES // r)
+        for j0 in range(0, r, step):
+            j1 = min(r, j0 + step)
+            # rows j0.. of the product, columns j0..j1: the lower triangle's part there
+            block = below[j0:] @ below[j0:j1].T
+            i, j = xp.nonzero(xp.arange(j0, r)[:, None] >= xp.arange(j0, j1)[None, :])
+            values = block[i, j]
+            del block
+            xp.negative(values, out=values)
+            targets = self._positions(rows[i + j0], rows[j + j0])
+            del i, j
+            ops.scatter_add(self.buffer, targets, values)
+            del values, targets
 
     def _update_targets(self, group, product_offsets):
         """Where the lower triangles of ``group``'s update products ``L_RJ L_RJᵀ`` (end to
@@ -515,11 +562,12 @@ class SupernodalFactor:
         xp = ops.xp
         free = ops.free_bytes()
         total, panels = sym.device_bytes()
-        if free is not None and panels + (total - panels) // 2 > free:
+        # beside the factor: Z's panels, the gathers' temporaries past the factor's
+        need = sym.device_bytes(selected_inverse=True)[0] - total + (total - panels) // 2
+        if free is not None and need > free:
             raise MemoryError(
                 f"the selected inverse of the {self.what} needs about "
-                f"{(panels + (total - panels) // 2) / 1e9:.1f} GB beside its factor, "
-                f"{free / 1e9:.1f} GB are free")
+                f"{need / 1e9:.1f} GB beside its factor, {free / 1e9:.1f} GB are free")
         Z = xp.zeros(sym.nnz, dtype=np.float64)
         batches = self._level_batches()
         for L in range(len(self._schedule) - 1, -1, -1):
@@ -595,29 +643,122 @@ class SupernodalFactor:
         return 2.0 * float(xp.log(self.buffer[self._diagonal]).sum())
 
     def solve(self, B):
-        """``A⁻¹ B`` for a dense B (n,) or (n, k) on the factor's device."""
+        """``A⁻¹ B`` for a dense B (n,) or (n, k) on the factor's device: forward and
+        back through the panels by levels, a level's batched supernodes a stack at a
+        time (:meth:`_solve_batch`), the others one by one."""
         ops, sym = self.ops, self.symbolic
         xp = ops.xp
         B = xp.asarray(B, dtype=np.float64)
         one_d = B.ndim == 1
-        X = (B.reshape(-1, 1) if one_d else B)[self._order]
-        for s in range(sym.n_supernodes):
-            P, w = self._panel(s)
-            a = int(sym.bounds[s])
-            y = ops.solve_triangular(P[:w, :w], X[a:a + w])
-            X[a:a + w] = y
-            if P.shape[0] > w:
-                X[self._rows_of(s)] -= P[w:] @ y
-        for s in range(sym.n_supernodes - 1, -1, -1):
-            P, w = self._panel(s)
-            a = int(sym.bounds[s])
-            rhs = X[a:a + w]
-            if P.shape[0] > w:
-                rhs = rhs - P[w:].T @ X[self._rows_of(s)]
-            X[a:a + w] = ops.solve_triangular(P[:w, :w], rhs, transpose=True)
-        out = xp.empty_like(X)
-        out[self._order] = X
+        B2 = B.reshape(-1, 1) if one_d else B
+        k = B2.shape[1]
+        if k == 0:
+            return xp.zeros(B.shape)
+        X = xp.zeros((sym.n + 1, k))  # the last row: where padded entries go (stays 0)
+        X[:sym.n] = B2[self._order]
+        plan = self._solve_plan()
+        for batched, nodes in plan:
+            for members, W, R in batched:
+                step = max(1, UPDATE_ENTRIES // ((W + R) * (W + k)))
+                for lo in range(0, members.size, step):
+                    self._solve_batch(X, members[lo:lo + step], W, R, forward=True)
+            for s in nodes.tolist():
+                P, w = self._panel(s)
+                a = int(sym.bounds[s])
+                y = ops.solve_triangular(P[:w, :w], X[a:a + w])
+                X[a:a + w] = y
+                if P.shape[0] > w:
+                    X[self._rows_of(s)] -= P[w:] @ y
+        for batched, nodes in reversed(plan):
+            for s in nodes.tolist()[::-1]:
+                P, w = self._panel(s)
+                a = int(sym.bounds[s])
+                rhs = X[a:a + w]
+                if P.shape[0] > w:
+                    rhs = rhs - P[w:].T @ X[self._rows_of(s)]
+                X[a:a + w] = ops.solve_triangular(P[:w, :w], rhs, transpose=True)
+            for members, W, R in batched:
+                step = max(1, UPDATE_ENTRIES // ((W + R) * (W + k)))
+                for lo in range(0, members.size, step):
+                    self._solve_batch(X, members[lo:lo + step], W, R, forward=False)
+        out = xp.empty_like(B2)
+        out[self._order] = X[:sym.n]
         return out.ravel() if one_d else out
+
+    def _solve_plan(self):
+        """Per level (leaves first): ``(batched, nodes)``, the level's width classes
+        ``[(supernodes, W, R)]`` (:meth:`SupernodalSymbolic.batch_classes`) and its
+        other supernodes, one by one."""
+        cached = getattr(self, "_plan", None)
+        if cached is not None and cached[0] == BATCH_WIDTH:
+            return cached[1]
+        classes = self.symbolic.batch_classes()
+        plan = []
+        for L, (nodes, _) in enumerate(self._schedule):
+            batched = classes.get(L, [])
+            if batched:
+                nodes = np.setdiff1d(nodes, np.concatenate([m for m, *_ in batched]),
+                                     assume_unique=True)
+            plan.append((batched, nodes))
+        self._plan = (BATCH_WIDTH, plan)
+        return plan
+
+    def _solve_batch(self, X, nodes, W, R, forward):
+        """One step of :meth:`solve` for ``nodes`` of one level at once, X (n + 1) × k
+        in the new order (its last row zero, where padded entries point): their panels
+        gathered into a padded stack (:meth:`_gather_stack`), then forward ``y_J =
+        L_JJ⁻¹ x_J`` and ``x_R −= L_RJ y_J`` (a scatter: rows below are shared), or
+        back ``x_J = L_JJ⁻ᵀ (x_J − L_RJᵀ x_R)``, as batched triangular solves and
+        products (substitution, not the blocks' inverses: the solve's accuracy is that
+        of the one-by-one route)."""
+        ops = self.ops
+        xp = ops.xp
+        D, _, _ = self._gather_stack(nodes, W, R)
+        J, rows = self._stack_rows(nodes, W, R)
+        if forward:
+            y = ops.solve_triangular(D[:, :W], X[J])
+            X[J] = y
+            if R:
+                update = xp.matmul(D[:, W:], y)
+                xp.negative(update, out=update)
+                k = X.shape[1]
+                index = (rows[:, :, None] * k + xp.arange(k)).reshape(-1)
+                ops.scatter_add(X.reshape(-1), index, update.reshape(-1))
+            return
+        rhs = X[J]
+        if R:
+            rhs -= xp.matmul(D[:, W:].transpose(0, 2, 1), X[rows])
+        X[J] = ops.solve_triangular(D[:, :W], rhs, transpose=True)
+
+    def _gather_stack(self, nodes, W, R):
+        """``nodes``' panels gathered into a stack zero-padded to (W + R) × W each, ones
+        on the padded part of the diagonal (so a padded block stays triangular and
+        invertible, its padded rows and columns apart): ``(stack, flat, positions)``
+        with :meth:`_stack_positions`'s ``flat`` and ``positions``."""
+        xp = self.ops.xp
+        D = xp.zeros((len(nodes), W + R, W))
+        flat, positions = self._stack_positions(nodes, W, R)
+        D.reshape(-1)[flat] = self.buffer[positions]
+        k = xp.arange(W)
+        padded = k[None, :] >= xp.asarray(self.symbolic.widths[nodes])[:, None]
+        D[:, k, k] = xp.where(padded, 1.0, D[:, k, k])
+        return D, flat, positions
+
+    def _stack_rows(self, nodes, W, R):
+        """``(J, rows)``: the new-order indices of ``nodes``' block columns (g × W) and
+        of their rows below (g × R), n where a stack is padded."""
+        xp = self.ops.xp
+        d = self._dev
+        n = self.symbolic.n
+        s = xp.asarray(nodes)
+        k = xp.arange(W)[None, :]
+        J = xp.where(k < d["widths"][s][:, None], d["bounds"][s][:, None] + k, n)
+        if not R:
+            return J, None
+        i = xp.arange(R)[None, :]
+        inside = i < d["r"][s][:, None]
+        at = xp.where(inside, d["row_start"][s][:, None] + i, 0)
+        return J, xp.where(inside, d["rows_cat"][at], n)
 
     # --- sparse right-hand sides -------------------------------------------------------
     def _chunks(self, B):

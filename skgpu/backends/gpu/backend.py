@@ -295,8 +295,9 @@ class GPUBackend:
 
     def scatter_add(self, target, index, values, unique=False):
         """In place ``target[index] += values``, repeated indices summed (atomics: one
-        kernel, whether or not ``unique``)."""
-        cupyx.scatter_add(target, index, values)
+        kernel, whether or not ``unique``; ``cupy.add.at``, CuPy's successor to
+        ``cupyx.scatter_add``)."""
+        cp.add.at(target, index, values)
 
     def cholesky(self, A, *, what="matrix", overwrite=False):
         F, info = cusolver.potrf(self.asarray(A), overwrite=overwrite)
