@@ -171,6 +171,7 @@ def test_forms_by_level_batches_and_one_by_one_equal_exact_ones(rng, monkeypatch
     they should be; a refactorisation drops the batches made from the old values."""
     from skgpu.backends import _supernodal
 
+    monkeypatch.setattr(type(get_backend(device)), "batched_blocks", True)  # (CPU too)
     if route == "one by one":
         monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)
     if route == "batches do not fit":
@@ -207,6 +208,7 @@ def test_factor_by_level_batches_equals_dense(rng, monkeypatch, device, route):
     agree, after a refactorisation too."""
     from skgpu.backends import _supernodal
 
+    monkeypatch.setattr(type(get_backend(device)), "batched_blocks", True)  # (CPU too)
     if route == "one by one":
         monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)
     monkeypatch.setattr(_supernodal, "UPDATE_ENTRIES", 20_000)
@@ -250,6 +252,31 @@ def test_factor_by_level_batches_equals_dense(rng, monkeypatch, device, route):
     assert route == "one by one" or len(calls) > 2 * sum(map(len, sym.batch_classes().values()))
 
 
+def test_the_cpu_goes_one_by_one(rng, monkeypatch):
+    """On the CPU (``batched_blocks`` False: its padded stacks measured slower) no
+    level batch is made: the factorisation, solves, selected inverse and forms go one
+    supernode at a time, and equal the dense ones."""
+    ops = get_backend("cpu")
+    assert not ops.batched_blocks
+    used = []
+    for name in ("_factor_batch", "_solve_batch", "_selected_batch", "_forward_batch",
+                 "_invert_blocks"):
+        monkeypatch.setattr(SupernodalFactor, name,
+                            lambda self, *a, name=name, **k: used.append(name))
+    X = _points(rng, "uniform", 1200, 2)
+    S, values, dense, kernel = _system(rng, X, 0.05)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.05, leaf_size=24)
+    assert sym.batch_classes()  # there would be batches
+    factor = SupernodalFactor(ops, sym, values)
+    b = rng.standard_normal(X.shape[0])
+    assert_allclose_rel(factor.solve(b), np.linalg.solve(dense, b), 1e-10)
+    inverse = np.linalg.inv(dense)
+    rows, cols = S.nonzero()
+    assert_allclose_rel(factor.inverse_on(rows, cols), inverse[rows, cols], 1e-9)
+    _assert_forms_exact(ops, factor, kernel(rng.uniform(0, 1, (40, 2)), X), dense)
+    assert used == []
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_updates_past_the_budget_go_in_blocks(rng, monkeypatch, device):
     """A supernode whose update product alone is past ``UPDATE_ENTRIES`` subtracts it in
@@ -290,6 +317,7 @@ def test_a_batch_not_positive_definite_is_found_one_by_one(rng, monkeypatch, dev
     """A matrix that is not positive definite only in one small supernode of a batched
     level: the batch is refused, its supernodes go one by one, and the error names the
     leading minor in the fill-reducing order."""
+    monkeypatch.setattr(type(get_backend(device)), "batched_blocks", True)  # (CPU too)
     ops = get_backend(device)
     X = _points(rng, "uniform", 1200, 2)
     S, values, dense, _ = _system(rng, X, 0.05)
@@ -395,6 +423,7 @@ def test_selected_inverse_by_level_batches_and_one_by_one(rng, monkeypatch, devi
     refactorisation with new values."""
     from skgpu.backends import _supernodal
 
+    monkeypatch.setattr(type(get_backend(device)), "batched_blocks", True)  # (CPU too)
     if route == "one by one":
         monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)
     if route == "batches do not fit":

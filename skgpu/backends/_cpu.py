@@ -391,6 +391,7 @@ class CPUBackend:
     memory = "host"
     defers_host_copies = False
     neighbour_search = "kd-tree"
+    batched_blocks = False
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):

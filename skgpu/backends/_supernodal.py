@@ -48,10 +48,14 @@ supernodes at most ``BATCH_WIDTH`` wide go at once, by width class
 block and longest rows (ones on the padded diagonal where a block is factored or
 inverted): in the factorisation, a gather of their panels, a batched Cholesky, a batched
 triangular solve, a batched update product scattered into the ancestors and a scatter
-back; for the forward solves and the selected inverse, the stacks ``[L_JJ⁻¹; L_RJ
-L_JJ⁻¹]`` made once per factorisation (:meth:`SupernodalFactor._level_batches`), used
-as batched products. Stacks go in pieces of at most ``UPDATE_ENTRIES`` entries; a piece
-whose Cholesky fails goes one by one (where the failing leading minor is found).
+back; in the dense solves, batched triangular solves and products on the gathered
+panels; for the forward solves with sparse right-hand sides and the selected inverse,
+the stacks ``[L_JJ⁻¹; L_RJ L_JJ⁻¹]`` made once per factorisation
+(:meth:`SupernodalFactor._level_batches`), used as batched products. Stacks go in
+pieces of at most ``UPDATE_ENTRIES`` entries; a piece whose Cholesky fails goes one by
+one (where the failing leading minor is found). Only where the backend says stacks pay
+(``ops.batched_blocks``: the GPU); the CPU goes one supernode at a time, measured
+faster there.
 
 Why our own: neither cuDSS nor a kept-up Python package hands out L in supernodal form
 (cuDSS keeps it; CHOLMOD through cvxopt exports it as a CSC matrix on the host, after a
@@ -402,6 +406,11 @@ class SupernodalFactor:
         off, m, w = int(sym.offsets[s]), int(sym.heights[s]), int(sym.widths[s])
         return self.buffer[off:off + m * w].reshape((m, w), order="F"), w
 
+    def _batch_classes(self):
+        """The level batches (:meth:`SupernodalSymbolic.batch_classes`) where the backend
+        runs padded stacks faster (``ops.batched_blocks``: the GPU), else none."""
+        return self.symbolic.batch_classes() if self.ops.batched_blocks else {}
+
     def refactor(self, A):
         """Factor ``A`` (CSR on the pattern, values in the pattern's order)."""
         ops, sym = self.ops, self.symbolic
@@ -416,7 +425,7 @@ class SupernodalFactor:
         self.buffer = buffer
         self._batches = None  # made from L's values: gone with them
         status = xp.zeros(sym.n_supernodes, dtype=np.int32)
-        classes = sym.batch_classes()
+        classes = self._batch_classes()
         for L, (nodes, groups) in enumerate(self._schedule):
             batched = []
             for members, W, R in classes.get(L, ()):
@@ -689,10 +698,11 @@ class SupernodalFactor:
         """Per level (leaves first): ``(batched, nodes)``, the level's width classes
         ``[(supernodes, W, R)]`` (:meth:`SupernodalSymbolic.batch_classes`) and its
         other supernodes, one by one."""
+        key = (BATCH_WIDTH, self.ops.batched_blocks)
         cached = getattr(self, "_plan", None)
-        if cached is not None and cached[0] == BATCH_WIDTH:
+        if cached is not None and cached[0] == key:
             return cached[1]
-        classes = self.symbolic.batch_classes()
+        classes = self._batch_classes()
         plan = []
         for L, (nodes, _) in enumerate(self._schedule):
             batched = classes.get(L, [])
@@ -700,7 +710,7 @@ class SupernodalFactor:
                 nodes = np.setdiff1d(nodes, np.concatenate([m for m, *_ in batched]),
                                      assume_unique=True)
             plan.append((batched, nodes))
-        self._plan = (BATCH_WIDTH, plan)
+        self._plan = (key, plan)
         return plan
 
     def _solve_batch(self, X, nodes, W, R, forward):
@@ -815,9 +825,9 @@ class SupernodalFactor:
         forms to 1e-10 of exact ones)."""
         if getattr(self, "_batches", None) is not None:
             return self._batches
-        ops, sym = self.ops, self.symbolic
+        ops = self.ops
         xp = ops.xp
-        plan = [(L, nodes, W, R) for L, classes in sym.batch_classes().items()
+        plan = [(L, nodes, W, R) for L, classes in self._batch_classes().items()
                 for nodes, W, R in classes]
         total = sum(8 * nodes.size * (W + R) * W for _, nodes, W, R in plan)
         free = ops.free_bytes()

@@ -47,6 +47,7 @@ class GPUBackend:
     memory = "device"
     defers_host_copies = True
     neighbour_search = "cell-list"
+    batched_blocks = True
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):
