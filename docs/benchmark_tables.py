@@ -116,8 +116,9 @@ def sparse_gp_variance_table(results_dir):
         doc = json.loads(path.read_text())
         by_tag = {}
         for row in doc["results"]:
-            if "case" not in row or ", n = " not in row["case"]:
-                continue
+            if ("case" not in row or ", n = " not in row["case"]
+                    or row["case"].startswith("log_marginal_likelihood with gradient, ARD")):
+                continue  # (the ARD likelihood: a row of its own, quoted in the text)
             what, tag = row["case"].split(", n = ", 1)
             by_tag.setdefault(tag, {})[what.split(",")[0]] = (what, row)
         gpu = doc.get("machine", {}).get("gpu", "")
@@ -149,3 +150,56 @@ def sparse_gp_variance_table(results_dir):
     lines = _table(rows, header=header, widths="22 12 12 14 14 14 12")
     files = ", ".join(f"``{f}``" for f in VARIANCE_FILES)
     return "\n".join(lines + [f"(From ``benchmarks/results/``: {files}.)", ""])
+
+
+#: The sparse GP at its largest: the files the user guide's scale table is made from.
+SCALE_FILES = ("sparse_gp_scale_h100.json",)
+
+
+def sparse_gp_scale_table(results_dir):
+    """The user guide's table of the sparse GP at its largest (the memory estimate, the
+    fit and 100,000 variances through skgpu's supernodal factor), from the committed
+    runs of ``benchmarks/bench_sparse_gp_scale.py``."""
+    header = ("n (GPU)", "fit (optimizer=None)", "std, 100,000 points: cold, warm",
+              "std against full solves", "peak GPU memory")
+    rows, estimates = [], []
+    for name in SCALE_FILES:
+        path = Path(results_dir) / name
+        if not path.exists():
+            continue
+        doc = json.loads(path.read_text())
+        gpu = doc.get("machine", {}).get("gpu", "")
+        machine = "H100" if "H100" in gpu else "H200"
+        fits = {}
+        for row in doc["results"]:
+            case = row.get("case", "")
+            if case.startswith("memory estimate") and row.get("largest_n_factor"):
+                at = case.split("n = ")[1].rsplit(", ", 1)[0]
+                estimates.append(
+                    f"the estimate from the analysis of {at} points: about "
+                    f"{row['largest_n_factor']:,} fit in the {machine}'s "
+                    f"{row['free_bytes'] / 1e9:.1f} GB free "
+                    f"({row['largest_n_with_selected_inverse']:,} with the selected "
+                    "inverse beside the factor)")
+            elif case.startswith("fit(optimizer=None)"):
+                fits[case.split(", ")[1]] = row
+            elif case.startswith("predict std"):
+                n_tag = case.split(", ")[2]
+                fit = fits.get(n_tag, {})
+                peak = fit.get("nvidia_smi_peak_mib_of_run")
+                warm = row.get("warm_s") or []
+                check = row.get("std_max_rel_diff_vs_full_solves")
+                rows.append((
+                    f"{n_tag.removeprefix('n = ')} ({machine})",
+                    _fmt_seconds(fit["fit_s"]) if fit else "",
+                    f"{_fmt_seconds(row['cold_s'])}, "
+                    + (_fmt_seconds(sorted(warm)[len(warm) // 2]) if warm else ""),
+                    (f"{check:.1e} ({row['reference_points']} points)"
+                     if check is not None else ""),
+                    f"{peak * 2**20 / 1e9:.1f} GB (nvidia-smi)" if peak else
+                    f"{row['pool_bytes_after'] / 1e9:.1f} GB (memory pool after)"))
+    lines = _table(rows, header=header, widths="16 18 26 22 18")
+    files = ", ".join(f"``{f}``" for f in SCALE_FILES)
+    notes = "; ".join(estimates)
+    notes = notes[:1].upper() + notes[1:] + ". " if notes else ""
+    return "\n".join(lines + [f"{notes}(From ``benchmarks/results/``: {files}.)", ""])

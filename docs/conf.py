@@ -63,6 +63,8 @@ def _benchmark_tables(app):
         benchmark_tables.render(HERE.parent / "benchmarks" / "results"))
     (HERE / "sparse_gp_variance_table.inc").write_text(
         benchmark_tables.sparse_gp_variance_table(HERE.parent / "benchmarks" / "results"))
+    (HERE / "sparse_gp_scale_table.inc").write_text(
+        benchmark_tables.sparse_gp_scale_table(HERE.parent / "benchmarks" / "results"))
 
 
 _SKLEARN_REF = re.compile(r":ref:`([^`<]*?)\s*(?:<([^>]*)>)?`")

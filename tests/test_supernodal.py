@@ -310,6 +310,11 @@ def test_updates_past_the_budget_go_in_blocks(rng, monkeypatch, device):
     b = rng.standard_normal(X.shape[0])
     assert_allclose_rel(ops.to_host(factor.solve(ops.asarray(b))),
                         np.linalg.solve(dense, b), 1e-10)
+    # many right-hand sides go in blocks of columns (here of 3)
+    monkeypatch.setattr(_supernodal, "CHUNK_BYTES", 8 * 3 * (X.shape[0] + 1))
+    B = rng.standard_normal((X.shape[0], 8))
+    assert_allclose_rel(ops.to_host(factor.solve(ops.asarray(B))),
+                        np.linalg.solve(dense, B), 1e-10)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -663,6 +663,12 @@ class SupernodalFactor:
         k = B2.shape[1]
         if k == 0:
             return xp.zeros(B.shape)
+        width = max(1, CHUNK_BYTES // (8 * (sym.n + 1)))
+        if k > width:  # many right-hand sides: in blocks of columns (three n × k copies
+            out = xp.empty(B2.shape)  # a block, not of all: 15 GB for 64 at 10⁷)
+            for j in range(0, k, width):
+                out[:, j:j + width] = self.solve(B2[:, j:j + width])
+            return out
         X = xp.zeros((sym.n + 1, k))  # the last row: where padded entries go (stays 0)
         X[:sym.n] = B2[self._order]
         plan = self._solve_plan()
