@@ -94,6 +94,25 @@ class FullSolves:
         self.cls.quadratic_forms, self.cls.quadratic_form_matrix = self.saved
 
 
+def both_likelihoods(ops, X, y, kernel, row):
+    """The likelihood with its gradient at ``kernel`` on skgpu's supernodal factor and on
+    the backend's, first and repeated, into ``row``, with the gradients' agreement."""
+    from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood
+
+    grads = {}
+    for name in ("supernodal", "backend"):
+        like = SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization=name)
+        (_, grads[name]), first = synchronized(lambda f=like: f(kernel, True))
+        _, repeated = timeit(lambda f=like: f(kernel, True), 3)
+        row[f"{name}_lml_gradient_first_s"] = first
+        row[f"{name}_lml_gradient"] = repeated
+        row[f"{name}_factorizations_per_evaluation"] = like.n_factorizations / (
+            like.n_evaluations or 1)
+        row["pattern_entries"] = int(like.pattern.pairs.size)
+        like = None
+    row["gradient_max_rel_diff"] = _rel(grads["supernodal"], grads["backend"])
+
+
 def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
     """The two factorisations of the same matrix: skgpu's supernodal one (its analysis,
     a refactorisation, its selected inverse) beside the backend's (cuDSS, CHOLMOD or
@@ -101,7 +120,6 @@ def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
     and the selected inverse, exact; the backend's: CHOLMOD's exact gradient, else the
     split / differenced one), the gradients' agreement."""
     from skgpu.backends._supernodal import SupernodalFactor, SupernodalSymbolic
-    from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood
 
     pattern = lml.pattern
     symbolic, analysis_s = synchronized(lambda: SupernodalSymbolic.from_points(
@@ -123,17 +141,7 @@ def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
     ours = None  # (its memory back before the likelihoods' factors)
     theta = gp.kernel_.theta + 0.05
     kernel = gp.kernel_.clone_with_theta(theta)
-    grads = {}
-    for name in ("supernodal", "backend"):
-        like = SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization=name)
-        (_, grads[name]), first = synchronized(lambda f=like: f(kernel, True))
-        _, repeated = timeit(lambda f=like: f(kernel, True), 3)
-        row[f"{name}_lml_gradient_first_s"] = first
-        row[f"{name}_lml_gradient"] = repeated
-        row[f"{name}_factorizations_per_evaluation"] = like.n_factorizations / (
-            like.n_evaluations or 1)
-        like = None
-    row["gradient_max_rel_diff"] = _rel(grads["supernodal"], grads["backend"])
+    both_likelihoods(ops, X, y, kernel, row)
     row["pool_bytes_after_likelihoods"] = _pool_bytes()
     return row
 
@@ -145,7 +153,6 @@ def ard_row(device, n, dims=4, neighbours=30):
     (CHOLMOD's exact gradient, else two more factorisations a length scale)."""
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-    from skgpu.gaussian_process._sparse import SparseLogMarginalLikelihood
     from skgpu.gaussian_process.kernels import Tapered
 
     rng = np.random.default_rng(2)
@@ -160,18 +167,7 @@ def ard_row(device, n, dims=4, neighbours=30):
     row = {"case": f"log_marginal_likelihood with gradient, ARD ({dims} length scales, "
                    f"{kernel.theta.size} hyperparameters), n = {n:,}, {device}",
            "neighbours": neighbours}
-    grads = {}
-    for name in ("supernodal", "backend"):
-        like = SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization=name)
-        (_, grads[name]), first = synchronized(lambda f=like: f(kernel, True))
-        _, repeated = timeit(lambda f=like: f(kernel, True), 3)
-        row[f"{name}_first_s"] = first
-        row[f"{name}_lml_gradient"] = repeated
-        row[f"{name}_factorizations_per_evaluation"] = like.n_factorizations / (
-            like.n_evaluations or 1)
-        row["pattern_entries"] = int(like.pattern.pairs.size)
-        like = None
-    row["gradient_max_rel_diff"] = _rel(grads["supernodal"], grads["backend"])
+    both_likelihoods(ops, X, y, kernel, row)
     return row
 
 
