@@ -123,8 +123,7 @@ def side_by_side(gp, lml, factor, variance, ops, X, y, tag):
 
     pattern = lml.pattern
     symbolic, analysis_s = synchronized(lambda: SupernodalSymbolic.from_points(
-        lml.X_host, ops.to_host(pattern.indptr), ops.to_host(pattern.indices),
-        pattern.radius))
+        lml.X_host, pattern.indptr, pattern.indices, pattern.radius))
     K = lml.kernel_matrix(gp.kernel_)
     ours = variance if isinstance(variance, SupernodalFactor) else SupernodalFactor(
         ops, symbolic, K)

@@ -429,6 +429,9 @@ class SparseLogMarginalLikelihood:
             return
         if self.factor is not None and hasattr(self.factor, "free"):
             self.factor.free()
+        # what was made from the old pattern goes with it (the analysis holds its maps
+        # on the device)
+        self._symbolic_of = self._variance = None
         self.pattern = _Pattern(self.ops, self.X_host, self.X, radius * _PATTERN_GROWTH)
         self.factor = None
 
@@ -476,9 +479,9 @@ class SparseLogMarginalLikelihood:
             return cached[1]
         pattern = self.pattern
         start = time.perf_counter()
+        # the pattern where it is (the passes over its entries run on its device)
         symbolic = SupernodalSymbolic.from_points(
-            self.X_host, self.ops.to_host(pattern.indptr), self.ops.to_host(pattern.indices),
-            pattern.radius)
+            self.X_host, pattern.indptr, pattern.indices, pattern.radius)
         logger.debug("sparse GP: supernodal analysis, %d supernodes, %d stored entries of "
                      "L, %.2f s", symbolic.n_supernodes, symbolic.nnz,
                      time.perf_counter() - start)
