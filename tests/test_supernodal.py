@@ -278,6 +278,71 @@ def test_factor_by_level_batches_equals_dense(rng, monkeypatch, device, route):
     assert route == "one by one" or len(calls) > 2 * sum(map(len, sym.batch_classes().values()))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("route", ["batched", "one by one"])
+@pytest.mark.parametrize("kept", [True, False])
+def test_kept_indices_serve_every_later_factorisation(rng, monkeypatch, device, route,
+                                                      kept):
+    """The index arrays kept from the first factorisation (where stacks and updates
+    lie in the panels) serve the refactorisations, solves and selected inverse after
+    it, each made once; with no room nothing is kept. Either way L, solves and
+    ``A⁻¹`` on the pattern equal the dense ones for every matrix, after a
+    refactorisation that failed too (its batches went one by one)."""
+    from skgpu.backends import _supernodal
+
+    monkeypatch.setattr(type(get_backend(device)), "batched_blocks", True)  # (CPU too)
+    if route == "one by one":
+        monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)
+    monkeypatch.setattr(_supernodal, "UPDATE_ENTRIES", 30_000)  # several pieces
+    if kept:
+        monkeypatch.setattr(type(get_backend(device)), "free_bytes", lambda self: 10**12)
+    else:
+        monkeypatch.setattr(_supernodal, "INDEX_CACHE_FRACTION", 0.0)
+    made = []
+    for name in ("_update_targets_of", "_stack_positions_of", "_pair_positions_of",
+                 "_stack_rows_of"):
+        real = getattr(SupernodalFactor, name)
+        monkeypatch.setattr(SupernodalFactor, name,
+                            lambda self, *a, real=real, name=name: made.append(name)
+                            or real(self, *a))
+    ops = get_backend(device)
+    X = _points(rng, "uniform", 1500, 2)
+    S, values, dense, _ = _system(rng, X, 0.05)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.05, leaf_size=24)
+    rows, cols = S.nonzero()
+    diagonal = np.repeat(np.arange(X.shape[0]), np.diff(S.indptr)) == S.indices
+    factor = None
+    for step, shift in enumerate([0.0, 0.5, -10.0, 2.0]):
+        A = dense + shift * np.eye(X.shape[0])
+        v = values + shift * diagonal
+        if factor is None:
+            factor = SupernodalFactor(ops, sym, ops.asarray(v))
+        elif shift < 0:  # not positive definite: the batches fail, then one by one
+            with pytest.raises(np.linalg.LinAlgError):
+                factor.refactor(ops.asarray(v))
+            continue
+        else:
+            factor.refactor(ops.asarray(v))
+        if step == 0:
+            first = len(made)
+        b = rng.standard_normal(X.shape[0])
+        assert_allclose_rel(ops.to_host(factor.solve(b)), np.linalg.solve(A, b), 1e-10)
+        assert_allclose_rel(ops.to_host(factor.inverse_on(rows, cols)),
+                            np.linalg.inv(A)[rows, cols], 1e-9)
+        assert factor.logdet() == pytest.approx(np.linalg.slogdet(A)[1], rel=1e-11)
+        if step == 0:
+            after_first = len(made)
+    assert first > 0
+    kept_any = bool(factor._index_cache)
+    assert kept_any == kept
+    if kept:  # made once each: the failed refactorisation made its one-by-one groups
+        assert len(made) == len(set(factor._index_cache)) >= after_first
+    else:
+        assert len(made) > after_first
+    factor.free()
+    assert factor._index_cache == {}
+
+
 def test_the_cpu_goes_one_by_one(rng, monkeypatch):
     """On the CPU (``batched_blocks`` False: its padded stacks measured slower) no
     level batch is made: the factorisation, solves, selected inverse and forms go one

@@ -384,11 +384,12 @@ def default_factorization(ops):
 
 #: backend name -> "supernodal" or "backend" (see :func:`default_factorization`).
 #: Measured on an H100 at n = 1,000,000 (``benchmarks/results/sparse_gp_variance_h100.json``):
-#: cuDSS refactors in 0.26 s against skgpu's 1.49 s, and its likelihood with the
-#: gradient (five factorisations) takes 0.70 s against 10.6 s for skgpu's exact one
-#: (a factorisation and a selected inversion), so cuDSS stays the GPU's likelihood
-#: factor; the variance goes through skgpu's (:meth:`SparseLogMarginalLikelihood.
-#: variance_factor`).
+#: the two refactor alike (cuDSS 0.254 s, skgpu's 0.247 s) and the likelihood with its
+#: gradient takes as long on each at three hyperparameters (cuDSS, five
+#: factorisations differenced, 0.685 s; skgpu's exact one, a factorisation and a
+#: selected inversion, 0.672 s); with six (ARD, n = 50,000) skgpu's is 3.7x faster.
+#: cuDSS stays the GPU's likelihood factor until the two are measured across n; the
+#: variance goes through skgpu's (:meth:`SparseLogMarginalLikelihood.variance_factor`).
 SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "backend"}
 
 #: The backend operations the sparse GP needs: cuDSS's ``sparse_spd`` is not among them,
