@@ -4,6 +4,10 @@ call them, with the std checked against full solves on a subset.
 
 Run:  python benchmarks/bench_sparse_gp_scale.py --device gpu --n 10000000 \
           --points 100000 --factorization supernodal --out results.json
+      python benchmarks/bench_sparse_gp_scale.py --device gpu --n 20000 200000 1000000 \
+          --factorization supernodal backend --optimizer --out results.json
+          (the two factorisations side by side at each n, the fit with the default
+          optimizer too)
       python benchmarks/bench_sparse_gp_scale.py --quick   (CPU, n = 20,000)
 
 The construction is the large sparse GP's (``_harness.sparse_gp_problem``: ~30 neighbours
@@ -12,7 +16,10 @@ a row, two dimensions). Before anything is fitted, the supernodal analysis of
 largest n for the device's free memory (``SupernodalSymbolic.largest_n``: the factor's
 bytes and the pattern's beside it): the figure a user is told before an n is tried.
 ``--factorization`` picks the likelihood's factor (``auto``: the library's choice;
-``supernodal``: skgpu's own, which also serves the variance). Times are one cold call
+``supernodal``: skgpu's own, which also serves the variance; ``backend``: cuDSS on the
+GPU, CHOLMOD or SuperLU on the CPU); given several, each n runs with each in turn.
+``--optimizer`` adds ``fit`` with the default optimizer (L-BFGS-B from the kernel's
+hyperparameters), with its number of likelihood evaluations. Times are one cold call
 each (the first after the fit) and ``--repeats`` warm ones; the peak of the memory pool
 is recorded on the GPU (sample ``nvidia-smi`` beside it for the device's own peak).
 """
@@ -63,7 +70,8 @@ def estimate_row(device, n):
     return row
 
 
-def rows_for(doc, device, n, points, reference_points, repeats, factorization):
+def rows_for(doc, device, n, points, reference_points, repeats, factorization,
+             optimizer=False):
     X, y, kernel = sparse_gp_problem(n)
     if device == "gpu":
         import cupy as cp
@@ -86,6 +94,18 @@ def rows_for(doc, device, n, points, reference_points, repeats, factorization):
                    "pool_bytes_after": _pool_bytes()}
             doc["results"].append(row)
             print(row, flush=True)
+            if optimizer:
+                fitted, opt_s = synchronized(lambda: GaussianProcessRegressor(
+                    kernel, alpha=1e-10, cholesky="sparse").fit(X, y))
+                opt = fitted._state_on(ops).lml
+                row = {"case": f"fit (default optimizer), {tag}", "fit_s": opt_s,
+                       "likelihood_factor": type(opt.factor).__name__,
+                       "lml_evaluations": fitted._n_lml_evaluations,
+                       "log_marginal_likelihood": float(fitted.log_marginal_likelihood_value_),
+                       "pool_bytes_after": _pool_bytes()}
+                doc["results"].append(row)
+                print(row, flush=True)
+                del fitted, opt
             (_, std), cold = synchronized(lambda: gp.predict(X_test, return_std=True))
             warm = []
             for _ in range(repeats):
@@ -123,8 +143,9 @@ def main():
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--reference-points", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--factorization", default="auto",
+    parser.add_argument("--factorization", nargs="+", default=["auto"],
                         choices=["auto", "supernodal", "backend"])
+    parser.add_argument("--optimizer", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.n, args.estimate_n, args.points = [20_000], 20_000, 2_000
@@ -133,8 +154,10 @@ def main():
                      "warm = the ones after it"}
     start = time.perf_counter()
     cases = [lambda: doc["results"].append(estimate_row(args.device, args.estimate_n))]
-    cases += [lambda n=n: rows_for(doc, args.device, n, args.points, args.reference_points,
-                                   args.repeats, args.factorization) for n in args.n]
+    cases += [lambda n=n, f=f: rows_for(doc, args.device, n, args.points,
+                                        args.reference_points, args.repeats, f,
+                                        args.optimizer)
+              for n in args.n for f in args.factorization]
     run_cases(cases, doc, args.out)
     print(f"total {time.perf_counter() - start:.1f} s")
 

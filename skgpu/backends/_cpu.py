@@ -15,6 +15,7 @@ from sklearn.utils.extmath import randomized_svd as _sk_randomized_svd
 from ._arrays import to_numpy
 from ._common import (
     accurate_centred_gram,
+    blas_gemm,
     not_positive_definite,
     quadratic_form_matrix_by_solves,
     quadratic_forms_by_solves,
@@ -524,6 +525,12 @@ class CPUBackend:
         signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
         return R * signs[:, None]
 
+    def gemm(self, a, b, trans_a=False, trans_b=False, alpha=1.0):
+        """``alpha · op(a) · op(b)`` for 2-D blocks (``op`` transposes where asked), by
+        SciPy's BLAS, the library of this backend's triangular solves and panel
+        kernels (:func:`._common.blas_gemm`: why one library)."""
+        return blas_gemm(a, b, trans_a, trans_b, alpha)
+
     def solve_triangular(self, L, B, transpose=False):
         """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (only its
         lower triangle is read); stacks of them (3-D L and B) one by one."""
@@ -579,8 +586,7 @@ class CPUBackend:
         take)."""
         Y[...] = sla.solve_triangular(P[:w, :w], Y, lower=True, check_finite=False)
         if P.shape[0] > w:
-            np.matmul(P[w:], Y, out=out)
-            np.negative(out, out=out)
+            out[...] = self.gemm(P[w:], Y, alpha=-1.0)  # (SciPy's BLAS: see gemm)
 
     def scatter_add(self, target, index, values, unique=False):
         """In place ``target[index] += values``, repeated indices summed (``unique``: the

@@ -22,6 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.lapack import dtrtri
 
+from ._common import blas_gemm
+
 
 def lower_factor(L):
     """L as a SciPy CSC matrix, checked to have sorted row indices (the factors this
@@ -133,11 +135,12 @@ class SelectedInverse:
                     part = blocks[t][at, cols]
                     Z_RR[p0:, p0:p1] = part  # columns of R in supernode t, rows below
                     Z_RR[p0:p1, p0:] = part.T  # and by symmetry (BLAS symm was slower)
-                Z_RJ = -((Z_RR @ L_RJ) @ W)
+                # products by SciPy's BLAS, as dtrtri (blas_gemm: why)
+                Z_RJ = blas_gemm(blas_gemm(Z_RR, L_RJ), W, alpha=-1.0)
                 Z[w:] = Z_RJ
-                Z[:w] = W.T @ (W - L_RJ.T @ Z_RJ)
+                Z[:w] = blas_gemm(W, W - blas_gemm(L_RJ, Z_RJ, trans_a=True), trans_a=True)
             else:
-                Z[:w] = W.T @ W
+                Z[:w] = blas_gemm(W, W, trans_a=True)
             blocks[s] = Z
             out[k0:k1] = Z[places]
         return out

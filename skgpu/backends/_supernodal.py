@@ -555,7 +555,7 @@ class SupernodalFactor:
         for j0 in range(0, r, step):
             j1 = min(r, j0 + step)
             # rows j0.. of the product, columns j0..j1: the lower triangle's part there
-            block = below[j0:] @ below[j0:j1].T
+            block = ops.gemm(below[j0:], below[j0:j1], trans_b=True)
             i, j = xp.nonzero(xp.arange(j0, r)[:, None] >= xp.arange(j0, j1)[None, :])
             values = block[i, j]
             del block
@@ -680,11 +680,11 @@ class SupernodalFactor:
                 off, m = int(sym.offsets[s]), P.shape[0]
                 Zp = Z[off:off + m * w].reshape((m, w), order="F")
                 L_inv = ops.solve_triangular(P[:w, :w], xp.eye(w))
-                Z_JJ = L_inv.T @ L_inv
+                Z_JJ = ops.gemm(L_inv, L_inv, trans_a=True)
                 if m > w:
-                    tilde = P[w:] @ L_inv
-                    Z_RJ = -(gathered.pop(s) @ tilde)
-                    Z_JJ -= tilde.T @ Z_RJ
+                    tilde = ops.gemm(P[w:], L_inv)
+                    Z_RJ = ops.gemm(gathered.pop(s), tilde, alpha=-1.0)
+                    Z_JJ -= ops.gemm(tilde, Z_RJ, trans_a=True)
                     Zp[w:] = Z_RJ
                 Zp[:w] = Z_JJ
         return Z
@@ -766,14 +766,14 @@ class SupernodalFactor:
                 y = ops.solve_triangular(P[:w, :w], X[a:a + w])
                 X[a:a + w] = y
                 if P.shape[0] > w:
-                    X[self._rows_of(s)] -= P[w:] @ y
+                    X[self._rows_of(s)] -= ops.gemm(P[w:], y)
         for batched, nodes in reversed(plan):
             for s in nodes.tolist()[::-1]:
                 P, w = self._panel(s)
                 a = int(sym.bounds[s])
                 rhs = X[a:a + w]
                 if P.shape[0] > w:
-                    rhs = rhs - P[w:].T @ X[self._rows_of(s)]
+                    rhs = rhs - ops.gemm(P[w:], X[self._rows_of(s)], trans_a=True)
                 X[a:a + w] = ops.solve_triangular(P[:w, :w], rhs, transpose=True)
             for members, W, R in batched:
                 step = max(1, UPDATE_ENTRIES // ((W + R) * (W + k)))
@@ -1123,7 +1123,7 @@ class SupernodalFactor:
                                               return_indices=True)
                 if not common.size:
                     continue
-                G = Yi[xp.asarray(a)].T @ Yj[xp.asarray(b)]
+                G = self.ops.gemm(Yi[xp.asarray(a)], Yj[xp.asarray(b)], trans_a=True)
                 ri, rj = xp.asarray(ci), xp.asarray(cj)
                 out[ri[:, None], rj[None, :]] = G
                 out[rj[:, None], ri[None, :]] = G.T

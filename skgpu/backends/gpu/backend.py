@@ -252,6 +252,14 @@ class GPUBackend:
             return Vt[:k].T, s[:k], U[:, :k].T
         return U[:, :k], s[:k], Vt[:k]
 
+    def gemm(self, a, b, trans_a=False, trans_b=False, alpha=1.0):
+        """``alpha · op(a) · op(b)`` for 2-D blocks (``op`` transposes where asked;
+        cuBLAS through CuPy)."""
+        out = (a.T if trans_a else a) @ (b.T if trans_b else b)
+        if alpha != 1.0:
+            out *= alpha
+        return out
+
     def solve_triangular(self, L, B, transpose=False):
         """``L⁻¹ B`` (``L⁻ᵀ B`` with ``transpose``) for a lower-triangular L (cuBLAS
         trsm; only the lower triangle is read, so a factor's buffer can be passed as it
