@@ -526,9 +526,10 @@ def test_a_fit_on_the_supernodal_likelihood_equals_the_dense_fit(rng, device, mo
 @pytest.mark.parametrize("loadable", [True, False])
 def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
         monkeypatch, caplog, loadable):
-    """On the GPU the likelihood factors with cuDSS where it loads and with skgpu's
-    supernodal factor where it does not (saying why), never moving to the CPU for it;
-    the CPU keeps its own; a factor named in SPARSE_FACTORIZATION is kept."""
+    """On the GPU the likelihood factors with cuDSS below ``SUPERNODAL_FROM_N`` points
+    where it loads, with skgpu's supernodal factor from there on and where cuDSS does
+    not load (saying why), never moving to the CPU for it; the CPU keeps its own at
+    any n; a factor named in SPARSE_FACTORIZATION is kept."""
     import logging
 
     from skgpu import backends
@@ -540,13 +541,22 @@ def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
     class FakeGPU:  # what the policy asks of a backend (no CuPy needed)
         name, is_gpu = "gpu", True
 
+    from_n = _sparse.SUPERNODAL_FROM_N["gpu"]
     with caplog.at_level(logging.INFO, logger="skgpu"):
-        got = _sparse.default_factorization(FakeGPU())
+        got = _sparse.default_factorization(FakeGPU(), from_n - 1)
     assert got == ("backend" if loadable else "supernodal")
     assert any(why in r.getMessage() for r in caplog.records) is not loadable
-    assert _sparse.default_factorization(get_backend("cpu")) == "backend"
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="skgpu"):  # from there on, ours (logged)
+        assert _sparse.default_factorization(FakeGPU(), from_n) == "supernodal"
+    assert any("skgpu's supernodal factor (at least" in r.getMessage()
+               for r in caplog.records)
+    assert _sparse.default_factorization(get_backend("cpu"), 10**7) == "backend"
     monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "gpu", "supernodal")
-    assert _sparse.default_factorization(FakeGPU()) == "supernodal"
+    assert _sparse.default_factorization(FakeGPU(), 10) == "supernodal"
+    monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "gpu", "backend")  # named: kept
+    assert _sparse.default_factorization(FakeGPU(), 10**7) == (
+        "backend" if loadable else "supernodal")
     assert "sparse_spd" not in _sparse.OPERATIONS
 
 

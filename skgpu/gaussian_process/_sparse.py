@@ -367,14 +367,24 @@ class _Pattern:
         return ops.csr_matrix(values, self.indices, self.indptr, (self.n, self.n))
 
 
-def default_factorization(ops):
-    """The sparse factorisation the likelihood uses on ``ops``: the backend's own
-    (CHOLMOD or SuperLU on the CPU, cuDSS on the GPU) unless ``SPARSE_FACTORIZATION``
-    names skgpu's supernodal one for it; on a GPU without a loadable cuDSS, skgpu's
-    supernodal factor (dense cuSOLVER/cuBLAS kernels only), not the CPU."""
+def default_factorization(ops, n=None):
+    """The sparse factorisation the likelihood of ``n`` points uses on ``ops``, as
+    ``SPARSE_FACTORIZATION`` names it for the backend: ``"backend"`` (CHOLMOD or SuperLU
+    on the CPU, cuDSS on the GPU), ``"supernodal"`` (skgpu's), or ``"auto"``: skgpu's
+    from ``SUPERNODAL_FROM_N`` points on, where it measured faster, the backend's below.
+    On a GPU without a loadable cuDSS, skgpu's supernodal factor (dense cuSOLVER/cuBLAS
+    kernels only), not the CPU. The choice and its reason are logged."""
     from ..backends import sparse_spd_unavailable
 
     choice = SPARSE_FACTORIZATION.get(ops.name, "backend")
+    if choice == "auto":
+        threshold = SUPERNODAL_FROM_N.get(ops.name)
+        large = n is not None and threshold is not None and n >= threshold
+        choice = "supernodal" if large else "backend"
+        logger.info("sparse GP on %s, n=%s: %s factor (%s %s points; skgpu's measured "
+                    "faster from there)", ops.name, n,
+                    "skgpu's supernodal" if large else "the backend's",
+                    "at least" if large else "below", threshold)
     why = sparse_spd_unavailable(ops) if choice == "backend" else None
     if why:
         logger.info("sparse GP on %s: %s; skgpu's supernodal factor instead", ops.name, why)
@@ -382,15 +392,18 @@ def default_factorization(ops):
     return choice
 
 
-#: backend name -> "supernodal" or "backend" (see :func:`default_factorization`).
-#: Measured on an H100 at n = 1,000,000 (``benchmarks/results/sparse_gp_variance_h100.json``):
-#: the two refactor alike (cuDSS 0.254 s, skgpu's 0.247 s) and the likelihood with its
-#: gradient takes as long on each at three hyperparameters (cuDSS, five
-#: factorisations differenced, 0.685 s; skgpu's exact one, a factorisation and a
-#: selected inversion, 0.672 s); with six (ARD, n = 50,000) skgpu's is 3.7x faster.
-#: cuDSS stays the GPU's likelihood factor until the two are measured across n; the
-#: variance goes through skgpu's (:meth:`SparseLogMarginalLikelihood.variance_factor`).
-SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "backend"}
+#: backend name -> "supernodal", "backend" or "auto" (see :func:`default_factorization`).
+#: Measured on an H100 (``benchmarks/results/sparse_gp_factorizations_h100.json``, the
+#: public fit with the default optimizer, each factorisation in turn at each n): cuDSS
+#: faster at n = 5,000 (0.62 s against 1.21 s) and 20,000 (1.17 against 1.53 s), skgpu's
+#: at 200,000 (3.61 against 4.64 s) and 1,000,000 (21.0 against 27.4 s; the std of
+#: 100,000 points after it 1.87 against 2.88 s cold, one factor serving both). But
+#: skgpu's first fit(optimizer=None) at 200,000 took 3.2-3.6 s against cuDSS's 1.0 s
+#: (a cost not yet explained, paid once per size in a process), so ``"auto"`` takes it
+#: from 1,000,000 points, where it was faster in every row.
+SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "auto"}
+#: backend name -> the n from which ``"auto"`` takes skgpu's supernodal factor.
+SUPERNODAL_FROM_N = {"gpu": 1_000_000}
 
 #: The backend operations the sparse GP needs: cuDSS's ``sparse_spd`` is not among them,
 #: skgpu's supernodal factor (dense kernels) standing in where cuDSS does not load.
@@ -410,8 +423,8 @@ class SparseLogMarginalLikelihood:
         self.ops = ops
         #: "supernodal" (skgpu's factor: exact gradient by selected inversion, L for the
         #: variance) or "backend" (``ops.sparse_spd``: CHOLMOD / SuperLU, cuDSS)
-        self.factorization = (default_factorization(ops) if factorization is None
-                              else factorization)
+        self.factorization = (default_factorization(ops, np.shape(X)[0])
+                              if factorization is None else factorization)
         self.X_host = np.asarray(ops.to_host(X), dtype=np.float64)
         self.X = ops.asarray(self.X_host)
         y = ops.asarray(y, dtype=np.float64)
