@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import DEVICES
 from sklearn.base import clone
 from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
@@ -263,6 +264,38 @@ def test_pattern_and_analysis_are_reused(rng, monkeypatch):
     assert len(built) == 1, "a fixed taper needs one pattern for the whole fit"
     lml = gpr._device_cache["state"][1].lml  # (what it copies, the state)
     assert lml.n_factorizations > 10  # refactorisations on that one pattern
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_new_pattern_drops_what_the_old_one_made(rng, device):
+    """The supernodal analysis and the variance factor are made once per pattern and go
+    with it: a kernel whose support outgrows the pattern makes a new pattern, a new
+    analysis and a new factor (nothing of the old one answers), and the variances on
+    either pattern equal dense solves."""
+    ops = get_backend(device)
+    X, y = _field(rng, 600)
+    kernel = Wendland(0.08, smoothness=1, dimension=2) + WhiteKernel(1e-2)
+    lml = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization="backend")
+    X_test = rng.uniform(0, 1, (40, 2))
+    made = []
+    for radius in (0.08, 0.2):  # (0.2: past the pattern's slack, a new one)
+        kernel.k1.support_radius = radius
+        lml._ensure_pattern(_sparse.support_radius(kernel))
+        if made:  # the old pattern's analysis and factor are gone with it at once
+            assert lml._symbolic_of is None and lml._variance is None
+        factor = lml.variance_factor(kernel)
+        assert lml.variance_factor(kernel) is factor  # kept while the values are
+        assert lml._symbolic_of[0] is lml.pattern
+        made.append((lml._symbolic_of[1], factor))
+        K = kernel(X) + 1e-10 * np.eye(X.shape[0])
+        Ks = kernel(X_test, X)
+        forms = ops.to_host(factor.quadratic_forms(sp.csr_matrix(Ks)))
+        exact = np.einsum("ij,ji->i", Ks, np.linalg.solve(K, Ks.T))
+        np.testing.assert_allclose(forms, exact, rtol=1e-9, atol=1e-12)
+        if radius == 0.08:
+            first_pattern = lml.pattern
+    assert lml.pattern is not first_pattern
+    assert made[0][0] is not made[1][0] and made[0][1] is not made[1][1]
 
 
 def test_sample_y_and_cov_limits(rng, monkeypatch):
