@@ -386,6 +386,40 @@ def test_gemm_against_exact(ops, dtype, trans_a, trans_b, order):
     np.testing.assert_allclose(out, exact, rtol=0, atol=tol * np.abs(exact).max())
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("order", ["forward_order", "C", "F"])
+@pytest.mark.parametrize("below", [0, 17])
+def test_panel_forward_against_exact(ops, seed, order, below):
+    """The supernodal forward solve's step on a factored panel ``[L_JJ; L_RJ]`` (its
+    block's strict upper triangle garbage): ``Y ← L_JJ⁻¹ Y`` in place on rows of a
+    larger block, and ``out ← −L_RJ Y``, in the backend's ``forward_order`` and the
+    other order where the backend takes it (the CPU's: in place on C-ordered
+    blocks, through copies else), against the float64 exact solve."""
+    if order != "forward_order" and order != ops.forward_order and ops.name != "cpu":
+        pytest.skip("the GPU's blocks are Fortran-ordered")
+    order = ops.forward_order if order == "forward_order" else order
+    rng = np.random.default_rng(seed)
+    w, k = 13, 7
+    A = make_spd(rng, w, np.float64, cond=1e6)
+    L_JJ = np.linalg.cholesky(A)
+    P = np.vstack([L_JJ + np.triu(rng.standard_normal((w, w)), 1),  # garbage above
+                   rng.standard_normal((below, w))])
+    work = rng.standard_normal((w + 9, k))
+    want_Y = _exact_lower_solve(L_JJ, work[4:4 + w])
+    want_out = -P[w:] @ want_Y
+    block = ops.xp.asarray(work, order=order)
+    out = ops.xp.zeros((below, k), order=order)
+    ops.panel_forward(ops.xp.asfortranarray(ops.asarray(P)), w, block[4:4 + w], out)
+    block = to_host(block)
+    scale = np.abs(want_Y).max()
+    np.testing.assert_allclose(block[4:4 + w], want_Y, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(np.delete(block, np.s_[4:4 + w], axis=0),
+                               np.delete(work, np.s_[4:4 + w], axis=0), rtol=0, atol=0)
+    if below:
+        np.testing.assert_allclose(to_host(out), want_out, rtol=0,
+                                   atol=1e-9 * np.abs(want_out).max())
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("side", ["left", "right"])

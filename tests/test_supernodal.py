@@ -369,13 +369,17 @@ def test_the_cpu_goes_one_by_one(rng, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_updates_past_the_budget_go_in_blocks(rng, monkeypatch, device):
+@pytest.mark.parametrize("route", ["grouped", "relative"])
+def test_updates_past_the_budget_go_in_blocks(rng, monkeypatch, device, route):
     """A supernode whose update product alone is past ``UPDATE_ENTRIES`` subtracts it in
-    blocks of columns (the top separators at ten million points): L still equals the
-    dense Cholesky factor on its structure, and solves agree."""
+    blocks of columns (the top separators at ten million points), grouped with target
+    arrays (the GPU's way) or by relative indices a run at a time (the CPU's), no block
+    past the budget: L still equals the dense Cholesky factor on its structure, and
+    solves agree."""
     from skgpu.backends import _supernodal
 
     monkeypatch.setattr(_supernodal, "BATCH_WIDTH", 0)  # every update one supernode's
+    monkeypatch.setattr(type(get_backend(device)), "batched_blocks", route == "grouped")
     ops = get_backend(device)
     X = _points(rng, "uniform", 1500, 2)
     S, values, dense, _ = _system(rng, X, 0.05)
@@ -383,12 +387,25 @@ def test_updates_past_the_budget_go_in_blocks(rng, monkeypatch, device):
     r = sym.heights - sym.widths
     budget = int(np.sort(r ** 2)[-8]) - 1  # the eight largest products go in blocks
     monkeypatch.setattr(_supernodal, "UPDATE_ENTRIES", budget)
-    blocked = []
-    real = SupernodalFactor._update_in_blocks
-    monkeypatch.setattr(SupernodalFactor, "_update_in_blocks",
+    blocked, products = [], []
+    real = SupernodalFactor._extend_add
+    monkeypatch.setattr(SupernodalFactor, "_extend_add",
                         lambda self, s: blocked.append(s) or real(self, s))
+    real_gemm = type(ops).gemm
+    monkeypatch.setattr(type(ops), "gemm", lambda self, *a, **k: (
+        lambda out: products.append(out.size) or out)(real_gemm(self, *a, **k)))
     factor = SupernodalFactor(ops, sym, ops.asarray(values))
-    assert len(blocked) >= 8 and all(r[s] ** 2 > budget for s in blocked)
+    monkeypatch.setattr(type(ops), "gemm", real_gemm)
+    # by relative indices a run at a time: the supernodes past the budget (grouped),
+    # every supernode with rows below its block (relative); no product past the
+    # budget, and some runs took several blocks
+    big = np.flatnonzero(r ** 2 > budget)
+    assert big.size >= 8
+    assert sorted(blocked) == (big.tolist() if route == "grouped"
+                               else np.flatnonzero(r > 0).tolist())
+    assert 0 < max(products) <= budget
+    runs = sum(int(sym.run_first[s + 1] - sym.run_first[s]) for s in blocked)
+    assert len(products) > runs
     L = np.linalg.cholesky(dense[np.ix_(sym.order, sym.order)])
     panels = ops.to_host(factor.buffer)
     for s in range(sym.n_supernodes):

@@ -393,6 +393,7 @@ class CPUBackend:
     defers_host_copies = False
     neighbour_search = "kd-tree"
     batched_blocks = False
+    forward_order = "C"
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):
@@ -583,10 +584,22 @@ class CPUBackend:
 
     def panel_forward(self, P, w, Y, out):
         """In place ``Y ← L_JJ⁻¹ Y``, then ``out ← −L_RJ Y`` (the update the rows below
-        take)."""
-        Y[...] = sla.solve_triangular(P[:w, :w], Y, lower=True, check_finite=False)
+        take). Y and out C-ordered (``forward_order``): BLAS works on their transposes,
+        Fortran-ordered, in place (``Yᵀ ← Yᵀ L_JJ⁻ᵀ``, ``outᵀ ← −Yᵀ L_RJᵀ``); else
+        through copies."""
+        if not (Y.flags.c_contiguous and out.flags.c_contiguous):
+            Y[...] = sla.solve_triangular(P[:w, :w], Y, lower=True, check_finite=False)
+            if P.shape[0] > w:
+                out[...] = self.gemm(P[w:], Y, alpha=-1.0)  # (SciPy's BLAS: see gemm)
+            return
+        if Y.size == 0:
+            return
+        self.solve_triangular_right(P[:w, :w], Y.T)
         if P.shape[0] > w:
-            out[...] = self.gemm(P[w:], Y, alpha=-1.0)  # (SciPy's BLAS: see gemm)
+            gemm = sla.get_blas_funcs("gemm", (P, Y))
+            result = gemm(-1.0, Y.T, P[w:], beta=0.0, c=out.T, trans_b=1, overwrite_c=1)
+            if not np.shares_memory(result, out):
+                out.T[...] = result  # (BLAS wrote a copy)
 
     def scatter_add(self, target, index, values, unique=False):
         """In place ``target[index] += values``, repeated indices summed (``unique``: the

@@ -29,7 +29,13 @@ subtracted from its ancestors' panels in one scatter per group of supernodes
 (``ops.scatter_add``), their targets computed on the device by array arithmetic from
 the rows (``_update_targets``). A level's supernodes are independent and every update
 reaching a panel comes from a lower level, so three dense kernels a supernode and one
-scatter a group replace the per-child assembly of the multifrontal method. ``logdet``
+scatter a group replace the per-child assembly of the multifrontal method. Where an
+update lands is read from relative indices made once in the symbolic part (a
+supernode's rows fall in runs by the ancestor holding them, and each run's rows have
+fixed places in that ancestor's panel: :meth:`SupernodalSymbolic._relative_indices`),
+two gathers an entry instead of a search. One supernode at a time (the CPU, and a
+supernode whose product alone is past ``UPDATE_ENTRIES``) the update goes a run at a
+time as a dense block at those places (``_extend_add``), with no target array at all. ``logdet``
 is twice the sum of the logs of the diagonal; ``solve`` runs forward and back through
 the panels; :meth:`SupernodalFactor.quadratic_forms` solves ``L⁻¹ P b`` for sparse b
 only through the supernodes b reaches (the ancestors of the supernodes holding its
@@ -86,6 +92,8 @@ LEAF_SIZE = 256
 MAX_SEPARATOR_FRACTION = 0.5
 #: Bytes of a chunk's dense forward-solve block in :meth:`SupernodalFactor.quadratic_forms`.
 CHUNK_BYTES = 1 << 30
+#: Test points at most in a chunk of the forward solves, by ``ops.forward_order``.
+CHUNK_POINTS = {"F": 4096, "C": 128}
 #: Supernodes at most this wide go through the forward solves a level at a time: per
 #: chunk and level, one batched product with their ``[L_JJ⁻¹; L_RJ L_JJ⁻¹]`` blocks
 #: (made once per factorisation, zero-padded by width class) instead of a
@@ -240,6 +248,7 @@ class SupernodalSymbolic:
         self.row_start = r_start.astype(np.int64)
         self.rows_cat = r_cat
         self.rows_key = r_owner * n + r_cat
+        self._relative_indices(r_owner)
         # A's lower entries into the panels, as flat Fortran positions: a column's
         # place in its panel (per column, n of them) plus the entry's row in the panel,
         # its row in the block or, below it, the place of the row in R after the block
@@ -262,6 +271,47 @@ class SupernodalSymbolic:
                 level[parent[s]] = max(level[parent[s]], level[s] + 1)
         self.level = level
         self.nnz = int(self.offsets[-1])
+
+    def _relative_indices(self, r_owner):
+        """Where a supernode's updates land, as relative indices (the classic supernodal
+        extend-add's): its rows (sorted) fall in runs by the ancestor a whose columns
+        hold them, and a run's columns take their updates from the run's rows and every
+        row after them, all in a's structure. Per run, those rows' places in a's panel
+        (``relative``, from ``run_relative[t]``: a row of a's block is its column minus
+        a's first, a row below it is w_a plus its place in a's rows); per row position
+        p of ``rows_cat``: ``relative_base[p]`` (with the row position p' of the row it
+        is paired with, ``relative[relative_base[p] + p']`` is the place of that row in
+        the panel of p's run's ancestor) and ``column_base[p]`` (where p's row begins as
+        a column of that panel). L's entry (R[i], R[j]), i ≥ j, of a supernode whose
+        rows start at position b is then ``relative[relative_base[b + j] + b + i] +
+        column_base[b + j]`` in the panel buffer: two gathers and no search. The runs
+        are few (1,500 for 90,000 rows at n = 50,000) and their tails short, so the
+        table is a small multiple of the rows."""
+        rows, bounds, owner = self.rows_cat, self.bounds, self.owner
+        start = self.row_start
+        anc = owner[rows]
+        new_run = np.ones(rows.size, dtype=bool)
+        new_run[1:] = (anc[1:] != anc[:-1]) | (r_owner[1:] != r_owner[:-1])
+        run_start = np.flatnonzero(new_run)
+        run_ancestor = anc[run_start]
+        run_end = start[r_owner[run_start] + 1]  # where the supernode's rows end
+        tails = run_end - run_start
+        run_relative = np.concatenate([[0], np.cumsum(tails)]).astype(np.int64)
+        run_of = np.repeat(np.arange(run_start.size), tails)
+        p = run_start[run_of] + np.arange(run_relative[-1]) - run_relative[:-1][run_of]
+        a, row = run_ancestor[run_of], rows[p]
+        del run_of, p
+        place = np.searchsorted(self.rows_key, a * self.n + row) - start[a]
+        self.relative = np.where(row < bounds[a + 1], row - bounds[a],
+                                 self.widths[a] + place)
+        del a, row, place
+        lengths = np.diff(np.append(run_start, rows.size))
+        self.relative_base = np.repeat(run_relative[:-1] - run_start, lengths)
+        self.column_base = self.offsets[anc] + (rows - bounds[anc]) * self.heights[anc]
+        # per supernode, its runs: [run_first[s], run_first[s + 1])
+        self.run_first = np.searchsorted(r_owner[run_start], np.arange(self.n_supernodes + 1))
+        self.run_start, self.run_ancestor, self.run_relative = (
+            run_start, run_ancestor, run_relative)
 
     def schedule(self, budget=None):
         """The numeric factorisation's order: per level, its supernodes (all factored
@@ -426,7 +476,7 @@ class SupernodalFactor:
         # the symbolic arrays the update targets are computed from, on the device
         self._dev = {name: xp.asarray(getattr(symbolic, name)) for name in (
             "owner", "bounds", "offsets", "heights", "widths", "row_start", "rows_cat",
-            "rows_key")}
+            "rows_key", "relative", "relative_base", "column_base")}
         self._dev["r"] = self._dev["heights"] - self._dev["widths"]
         self._index_cache, self._index_room = {}, None
         self._schedule = symbolic.schedule()
@@ -485,9 +535,13 @@ class SupernodalFactor:
             for s in nodes.tolist():
                 P, w = self._panel(s)
                 ops.panel_cholesky(P, w, status, s)
+            if not ops.batched_blocks:  # one supernode at a time, by relative indices
+                for s in nodes[sym.heights[nodes] > sym.widths[nodes]].tolist():
+                    self._extend_add(s)
+                continue
             for group, product_offsets in groups:
                 if group.size == 1 and int(product_offsets[-1]) > UPDATE_ENTRIES:
-                    self._update_in_blocks(int(group[0]))  # (alone past the budget)
+                    self._extend_add(int(group[0]))  # (alone past the budget)
                     continue
                 products = xp.empty(int(product_offsets[-1]), dtype=np.float64)
                 for s, o in zip(group.tolist(), product_offsets[:-1].tolist()):
@@ -539,31 +593,59 @@ class SupernodalFactor:
         self.buffer[positions] = D.reshape(-1)[flat]
         return True
 
-    def _update_in_blocks(self, s):
+    def _runs(self, s):
+        """Supernode s's runs of rows (:meth:`SupernodalSymbolic._relative_indices`):
+        ``(ancestor, j0, j1, relative)`` per run, its rows j0..j1 of s's rows below the
+        block (columns of the ancestor's panel), ``relative`` the places of rows j0.. in
+        that panel (the first j1 − j0 of them the columns' own)."""
+        sym = self.symbolic
+        first, end = int(sym.row_start[s]), int(sym.row_start[s + 1])
+        t0, t1 = int(sym.run_first[s]), int(sym.run_first[s + 1])
+        starts = sym.run_start[t0:t1].tolist() + [end]
+        relative = self._dev["relative"]
+        for t, (p0, p1) in enumerate(zip(starts[:-1], starts[1:]), start=t0):
+            yield (int(sym.run_ancestor[t]), p0 - first, p1 - first,
+                   relative[int(sym.run_relative[t]):int(sym.run_relative[t + 1])])
+
+    def _extend_add(self, s):
         """Supernode s's update ``L_RJ L_RJᵀ`` (lower triangle) subtracted from its
-        ancestors' panels in blocks of columns, each at most ``UPDATE_ENTRIES`` entries
-        with its targets, for a supernode whose r × r product alone is past that budget
-        (the top separators at n = 10,000,000: their products and target arrays whole
-        took more than 10 GB)."""
-        ops = self.ops
-        xp = ops.xp
+        ancestors' panels one run at a time (:meth:`_runs`): the run's columns of the
+        product (a GEMM, the rows from the run's first on; in blocks of columns of at
+        most ``UPDATE_ENTRIES`` entries) taken from the ancestor's panel at the relative
+        indices as one dense block. No index array is made, so nothing is kept: the
+        CPU's way (one supernode at a time), and the GPU's for a supernode whose
+        product alone is past the budget (the top separators at ten million points:
+        their products and target arrays whole took more than 10 GB)."""
+        xp = self.ops.xp
         P, w = self._panel(s)
         below = P[w:]
         r = below.shape[0]
-        rows = self._rows_of(s)
-        step = max(1, UPDATE_ENTRIES // r)
-        for j0 in range(0, r, step):
-            j1 = min(r, j0 + step)
-            # rows j0.. of the product, columns j0..j1: the lower triangle's part there
-            block = ops.gemm(below[j0:], below[j0:j1], trans_b=True)
-            i, j = xp.nonzero(xp.arange(j0, r)[:, None] >= xp.arange(j0, j1)[None, :])
-            values = block[i, j]
-            del block
-            xp.negative(values, out=values)
-            targets = self._positions(rows[i + j0], rows[j + j0])
-            del i, j
-            ops.scatter_add(self.buffer, targets, values)
-            del values, targets
+        for a, j0, j1, relative in self._runs(s):
+            Q, _ = self._panel(a)
+            step = max(1, UPDATE_ENTRIES // (r - j0))
+            for c0 in range(j0, j1, step):
+                c1 = min(j1, c0 + step)
+                block = self.ops.gemm(below[c0:], below[c0:c1], trans_b=True)
+                k = c1 - c0
+                block[:k] = xp.tril(block[:k])  # (the strict upper triangle is not L's)
+                rows = relative[c0 - j0:]
+                Q.T[xp.ix_(rows[:k], rows)] -= block.T  # (Q.T: in its memory order)
+
+    def _gather_runs(self, s, Z):
+        """The lower triangle of ``Z_RR`` for supernode s (Z in the panels' layout,
+        its ancestors' panels done) gathered one run at a time, the inverse of
+        :meth:`_extend_add`'s scatter, then made symmetric."""
+        xp = self.ops.xp
+        sym = self.symbolic
+        r = int(sym.heights[s] - sym.widths[s])
+        B = xp.zeros((r, r), order="F")
+        for a, j0, j1, relative in self._runs(s):
+            off, m, w = int(sym.offsets[a]), int(sym.heights[a]), int(sym.widths[a])
+            Q = Z[off:off + m * w].reshape((m, w), order="F")
+            # (transposed: both in their memory order)
+            B.T[j0:j1, j0:] = Q.T[xp.ix_(relative[:j1 - j0], relative)]
+        B = xp.tril(B)
+        return B + xp.tril(B, -1).T
 
     def _indices(self, kind, nodes, make):
         """The index arrays ``make()`` gives for ``nodes`` (a tuple of device arrays of
@@ -600,10 +682,9 @@ class SupernodalFactor:
         """Where the lower triangles of ``group``'s update products ``L_RJ L_RJᵀ`` (end to
         end, each r × r Fortran-ordered at ``product_offsets``) go in the panel buffer:
         ``(targets, lower)``, ``lower`` the products' entries on or below their diagonals.
-        Entry (i, j), i ≥ j, of supernode s's product is L's entry at (R[i], R[j]): in the
-        panel of the supernode a owning column R[j], at row R[i] − first(a) if R[i] is
-        one of a's columns, else at w_a + (R[i]'s place in a's rows). Array arithmetic
-        on the backend's device (the Cholesky fill makes every such row one of a's)."""
+        Entry (i, j), i ≥ j, of supernode s's product is L's entry at (R[i], R[j]), found
+        by the relative indices (:meth:`_pair_targets`). Array arithmetic on the
+        backend's device."""
         xp = self.ops.xp
         d = self._dev
         nodes = xp.asarray(group)
@@ -619,9 +700,18 @@ class SupernodalFactor:
         g, i, j = g[lower], i[lower], j[lower]
         base = d["row_start"][nodes][g]
         del g
-        row, col = d["rows_cat"][base + i], d["rows_cat"][base + j]
-        del base, i, j
-        return self._positions(row, col), lower
+        i += base
+        j += base
+        del base
+        return self._pair_targets(i, j), lower
+
+    def _pair_targets(self, p, q):
+        """Where L's entries (R[p], R[q]) lie in the panel buffer, for positions p ≥ q in
+        ``rows_cat`` of one supernode's rows (device arrays): by the symbolic part's
+        relative indices (:meth:`SupernodalSymbolic._relative_indices`), two gathers
+        an entry."""
+        d = self._dev
+        return d["relative"][d["relative_base"][q] + p] + d["column_base"][q]
 
     def _positions(self, row, col):
         """Where L's entries ``(row, col)`` (new order, row ≥ col, in the factor's
@@ -666,7 +756,15 @@ class SupernodalFactor:
             if batched:
                 nodes = np.setdiff1d(nodes, np.concatenate(batched), assume_unique=True)
             gathered = {}
-            for group, product_offsets in sym.update_groups(nodes):
+            if not ops.batched_blocks:  # one supernode at a time, by relative indices
+                gathered = {s: self._gather_runs(s, Z) for s in nodes.tolist()
+                            if sym.heights[s] > sym.widths[s]}
+            for group, product_offsets in (
+                    sym.update_groups(nodes) if ops.batched_blocks else ()):
+                if group.size == 1 and int(product_offsets[-1]) > UPDATE_ENTRIES:
+                    s = int(group[0])  # (alone past the budget: no target arrays)
+                    gathered[s] = self._gather_runs(s, Z)
+                    continue
                 targets, lower = self._update_targets(group, product_offsets)
                 flat = xp.zeros(int(product_offsets[-1]), dtype=np.float64)
                 flat[lower] = Z[targets]
@@ -892,7 +990,7 @@ class SupernodalFactor:
         while start < points.size:
             # the largest chunk (up to 4,096 points) whose dense block stays under
             # CHUNK_BYTES (points close in the order share most of their reach)
-            size = min(points.size - start, 4096)
+            size = min(points.size - start, CHUNK_POINTS[self.ops.forward_order])
             while True:
                 chunk = points[start:start + size]
                 mine = entries[ends[start]:ends[start + size]]
@@ -990,9 +1088,10 @@ class SupernodalFactor:
         del rest
         base = d["row_start"][s][i]
         del i
-        row_p, row_q = d["rows_cat"][base + pp], d["rows_cat"][base + qq]
-        del base, pp, qq
-        return flat, self._positions(xp.maximum(row_p, row_q), xp.minimum(row_p, row_q))
+        pp += base
+        qq += base
+        del base
+        return flat, self._pair_targets(pp, qq)
 
     def _invert_blocks(self, nodes, W, R, out):
         """``out[i] = [L_JJ⁻¹; L_RJ L_JJ⁻¹]`` (zero-padded to (W + R) × W) for each of
@@ -1021,7 +1120,7 @@ class SupernodalFactor:
 
     def _forward_chunks(self, B, keep):
         """Forward solves ``L⁻¹ P bᵢ`` through each chunk's reach; yields per chunk
-        ``(points, reach, Y)`` with Y (height × points, Fortran-ordered) on the device,
+        ``(points, reach, Y)`` with Y (height × points, ``ops.forward_order``) on the device,
         or the chunk's quadratic forms only (``keep`` False: ``(points, None, forms)``).
         The reach goes level by level: its supernodes in a level's batch
         (:meth:`_level_batches`) as one gather of their rows of the block, one batched
@@ -1048,7 +1147,7 @@ class SupernodalFactor:
             rows_at = (np.repeat(first_row - (row_ends - r), r)
                        + np.arange(int(row_ends[-1]) if r.size else 0))
             block_rows = local[d["rows_cat"][xp.asarray(rows_at)]]
-            work = xp.zeros((height + 1, chunk.size), order="F")
+            work = xp.zeros((height + 1, chunk.size), order=ops.forward_order)
             work[local[xp.asarray(cols)], xp.asarray(pts)] = xp.asarray(vals)
             update = xp.empty(int(r.max()) * chunk.size if r.size else 0)
             level = sym.level[reach]
@@ -1065,7 +1164,8 @@ class SupernodalFactor:
                 for j in here.tolist():
                     s, st, re, rs = int(reach[j]), int(starts[j]), int(row_ends[j]), int(r[j])
                     P, w = self._panel(s)
-                    out = update[:rs * chunk.size].reshape((rs, chunk.size), order="F")
+                    out = update[:rs * chunk.size].reshape((rs, chunk.size),
+                                                           order=ops.forward_order)
                     ops.panel_forward(P, w, work[st:st + w], out)
                     if rs:
                         ops.scatter_add(work, block_rows[re - rs:re], out, unique=True)

@@ -48,6 +48,7 @@ class GPUBackend:
     defers_host_copies = True
     neighbour_search = "cell-list"
     batched_blocks = True
+    forward_order = "F"
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):
