@@ -393,17 +393,18 @@ def default_factorization(ops, n=None):
 
 
 #: backend name -> "supernodal", "backend" or "auto" (see :func:`default_factorization`).
-#: Measured on an H100 (``benchmarks/results/sparse_gp_factorizations_h100.json``, the
-#: public fit with the default optimizer, each factorisation in turn at each n): cuDSS
-#: faster at n = 5,000 (0.62 s against 1.21 s) and 20,000 (1.17 against 1.53 s), skgpu's
-#: at 200,000 (3.61 against 4.64 s) and 1,000,000 (21.0 against 27.4 s; the std of
-#: 100,000 points after it 1.87 against 2.88 s cold, one factor serving both). But
-#: skgpu's first fit(optimizer=None) at 200,000 took 3.2-3.6 s against cuDSS's 1.0 s
-#: (a cost not yet explained, paid once per size in a process), so ``"auto"`` takes it
-#: from 1,000,000 points, where it was faster in every row.
+#: Measured on an H100 (``benchmarks/results/sparse_gp_factorizations_h100.json``, each
+#: factorisation in turn at each n in one process, CuPy's kernels compiled): cuDSS
+#: faster at n = 20,000 (fit(optimizer=None) 0.17 s against 0.22 s, the default fit
+#: 1.17 against 1.57 s), skgpu's at 200,000 (0.38 against 1.00 s; 3.65 against 4.64 s)
+#: and 1,000,000 (1.64 against 5.55 s; 20.8 against 27.4 s; the std of 100,000 points
+#: after it 1.86 against 3.14 s cold, one factor serving both). The "first fit at a
+#: new size" cost seen before (3.2-3.6 s at 200,000) was NVRTC compiling CuPy's
+#: kernels on a fresh host (5.0 s of a 5.7 s first fit, once per machine: CuPy keeps
+#: them on disk), not the factor.
 SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "auto"}
 #: backend name -> the n from which ``"auto"`` takes skgpu's supernodal factor.
-SUPERNODAL_FROM_N = {"gpu": 1_000_000}
+SUPERNODAL_FROM_N = {"gpu": 200_000}
 
 #: The backend operations the sparse GP needs: cuDSS's ``sparse_spd`` is not among them,
 #: skgpu's supernodal factor (dense kernels) standing in where cuDSS does not load.
