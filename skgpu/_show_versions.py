@@ -52,8 +52,8 @@ def _cpu_sparse_solver():
 
     if cholmod_available():
         return "cholmod", "CHOLMOD (SuiteSparse, through cvxopt)"
-    return "superlu", ("SciPy's SuperLU (install skgpu[sparse] for CHOLMOD, faster and "
-                       "with the exact likelihood gradient)")
+    return "supernodal", ("skgpu's supernodal factor (install skgpu[sparse] for CHOLMOD, "
+                          "which refactorises faster)")
 
 
 def _package_version(module_name):

@@ -34,7 +34,7 @@ def test_json_status_is_machine_readable():
     assert status["gpu"]["usable"] or status["gpu"]["reason"]
     assert status["packages"]["scikit_learn"] and status["packages"]["numpy"]
     assert all(v is None or isinstance(v, str) for v in status["packages"].values())
-    assert status["cpu_sparse_solver"] in ("cholmod", "superlu")
+    assert status["cpu_sparse_solver"] in ("cholmod", "supernodal")
     assert all(isinstance(p["num_threads"], int) for p in status["thread_pools"])
     key = re.compile(r"^[a-z][a-z0-9_]*$")
     stack = [status]

@@ -14,7 +14,7 @@ from sklearn.gaussian_process.kernels import Matern
 from skgpu_testing import assert_allclose_rel
 
 import skgpu
-from skgpu.backends import get_backend
+from skgpu.backends import _cpu, get_backend
 from skgpu.gaussian_process import GaussianProcessRegressor
 from skgpu.gaussian_process import _sparse
 from skgpu.gaussian_process.kernels import Tapered, Wendland
@@ -369,9 +369,9 @@ def split_path(monkeypatch):
     SuperLU (CHOLMOD's factor gives the exact gradient by selected inversion instead)."""
     def on(device):
         if device == "cpu":
-            from skgpu.backends import _cpu
-
             monkeypatch.setattr(_cpu, "_cholmod", lambda: None)
+            # named: without CHOLMOD "auto" would take skgpu's factor (exact gradient)
+            monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "cpu", "backend")
         return get_backend(device)
     return on
 
@@ -593,6 +593,47 @@ def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
     assert "sparse_spd" not in _sparse.OPERATIONS
 
 
+@pytest.mark.parametrize("has_cholmod", [True, False])
+def test_the_cpu_likelihood_factor_is_cholmod_else_ours(rng, monkeypatch, caplog,
+                                                        has_cholmod):
+    """On the CPU the likelihood factors with CHOLMOD where the sparse extra gives it,
+    else with skgpu's supernodal factor (not SciPy's SuperLU, slower at every n
+    measured), saying so; SuperLU stays reachable by naming "backend". A default fit
+    without CHOLMOD reaches the dense fit's optimum on the exact gradient."""
+    import logging
+
+    if has_cholmod:
+        pytest.importorskip("cvxopt")
+    else:
+        monkeypatch.setattr(_cpu, "_cholmod", lambda: None)
+    cpu = get_backend("cpu")
+    with caplog.at_level(logging.INFO, logger="skgpu"):
+        got = _sparse.default_factorization(cpu, 5000)
+    assert got == ("backend" if has_cholmod else "supernodal")
+    assert any(("CHOLMOD" if has_cholmod else "no CHOLMOD") in r.getMessage()
+               for r in caplog.records)
+    monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "cpu", "backend")  # named: kept
+    assert _sparse.default_factorization(cpu, 5000) == "backend"
+    monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "cpu", "auto")
+    X, y = _field(rng, 700)
+    kernel = SPARSE_VS_DENSE["tapered_matern"]
+    with skgpu.config_context(device="cpu"):
+        dense = GaussianProcessRegressor(kernel, cholesky="dense", random_state=0).fit(X, y)
+        sparse = GaussianProcessRegressor(kernel, cholesky="sparse",
+                                          random_state=0).fit(X, y)
+        mean, std = sparse.predict(X[:50] + 0.01, return_std=True)
+        mean_d, std_d = dense.predict(X[:50] + 0.01, return_std=True)
+    lml = sparse._state_on(cpu).lml
+    assert lml.factorization == got
+    assert type(lml.factor).__name__ == ("CholmodSPDFactor" if has_cholmod
+                                         else "SupernodalFactor")
+    assert_allclose_rel(sparse.kernel_.theta, dense.kernel_.theta, 1e-5, atol_scale=1.0)
+    assert sparse.log_marginal_likelihood_value_ == pytest.approx(
+        dense.log_marginal_likelihood_value_, rel=1e-8)
+    assert_allclose_rel(mean, mean_d, 1e-6)
+    assert_allclose_rel(std, std_d, 1e-6)
+
+
 @pytest.mark.gpu
 def test_a_gpu_without_cudss_fits_on_our_factor_and_equals_the_dense_fit(rng, monkeypatch):
     """cuDSS reported missing: the sparse GP still runs on the GPU (backend_ 'gpu'),
@@ -646,8 +687,6 @@ def test_cholmod_gradient_falls_back_when_the_selected_inverse_runs_out_of_memor
     (logged once), still the dense path's gradient to its accuracy, and no second try."""
     pytest.importorskip("cvxopt")
     import logging
-
-    from skgpu.backends import _cpu
 
     n = 600
     X = rng.uniform(0, 1, (n, 2))

@@ -14,7 +14,7 @@ from skgpu_testing import skip_unless_supported
 import skgpu
 from skgpu.backends import _common, _cpu, _sparse_rhs, get_backend
 from skgpu.backends._sparse_rhs import SupernodalForward
-from skgpu.gaussian_process import GaussianProcessRegressor
+from skgpu.gaussian_process import GaussianProcessRegressor, _sparse
 from skgpu.gaussian_process.kernels import Tapered, Wendland
 
 
@@ -186,8 +186,9 @@ def test_cpu_sparse_std_uses_the_forward_solves(monkeypatch, name):
     rng = np.random.default_rng(2)
     X = _points(rng, 800)
     y = np.cos(5 * X[:, 0])
-    if name == "superlu":
+    if name == "superlu":  # named: without CHOLMOD "auto" would take skgpu's factor
         monkeypatch.setattr(_cpu, "_cholmod", lambda: None)
+        monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "cpu", "backend")
     with skgpu.config_context(device="cpu"):
         gp = GaussianProcessRegressor(KERNELS["tapered_matern"], optimizer=None,
                                       cholesky="sparse").fit(X, y)

@@ -212,7 +212,7 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
         The kernel with the optimised hyperparameters.
     L_ : ndarray of shape (n_samples, n_samples) or None
         Lower-triangular Cholesky factor of ``K(X_train_) + alpha·I``; None on the
-        sparse path, where the factor lives in the sparse solver (cuDSS, CHOLMOD or SuperLU),
+        sparse path, where the factor lives in the sparse solver (cuDSS, CHOLMOD or skgpu's),
         is dropped on pickling and rebuilt on demand. After a GPU fit the factor stays on
         the GPU (predict uses it there) and ``L_`` is copied to the host when first read
         (or pickled, or converted by ``as_sklearn``): the copy of n² · 8 bytes cost more
@@ -245,11 +245,12 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
     :class:`~skgpu.gaussian_process.kernels.Tapered` one, times ConstantKernels, plus a
     WhiteKernel — only pairs closer than R enter K. They are found by a k-d tree, the
     kernel is evaluated on them, and K is factored by a sparse Cholesky (cuDSS on the
-    GPU; on the CPU CHOLMOD with the ``sparse`` extra, else SuperLU in symmetric mode);
-    each optimizer step refactorises on the same pattern, which is rebuilt only when the
-    support radius outgrows it. With CHOLMOD the LML gradient is exact: K⁻¹ on the
+    GPU below 200,000 points, skgpu's supernodal factor from there; on the CPU CHOLMOD
+    with the ``sparse`` extra, else skgpu's supernodal factor); each optimizer step
+    refactorises on the same pattern, which is rebuilt only when the support radius
+    outgrows it. With CHOLMOD and skgpu's factor the LML gradient is exact: K⁻¹ on the
     pattern comes from the factor by selected inversion, one factorisation per
-    evaluation. With cuDSS and SuperLU it is exact in its quadratic term and differenced
+    evaluation. With cuDSS it is exact in its quadratic term and differenced
     in its trace, ~1e-7 relative at worst: the trace of a scale or a noise level
     (``∂K = a K + b I``) needs one shared difference of ``logdet(K + tI)``; any other
     hyperparameter takes two refactorisations. No dense n × n matrix is formed;

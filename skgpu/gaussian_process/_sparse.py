@@ -3,8 +3,11 @@
 With a kernel that is zero beyond a distance R (Wendland, Tapered, and their products with
 ConstantKernel plus a WhiteKernel), only pairs closer than R enter the Gram matrix. The
 pairs come from a k-d tree (scipy.spatial.cKDTree, on the host); the kernel is evaluated
-on them as vectors on the backend; the SPD matrix is factored by ``ops.sparse_spd`` (cuDSS
-on the GPU; on the CPU CHOLMOD where cvxopt is installed, else SuperLU in symmetric mode).
+on them as vectors on the backend; the SPD matrix is factored by the factor
+:func:`default_factorization` picks: on the GPU cuDSS (``ops.sparse_spd``) or, from
+200,000 points or where cuDSS does not load, skgpu's supernodal factor; on the CPU
+CHOLMOD where cvxopt is installed, else skgpu's supernodal factor (SciPy's SuperLU, the
+backend's factor without cvxopt, is slower at every n measured).
 The factorisation's symbolic analysis is kept: each new theta writes new values into the
 same pattern and refactorises, and the pattern is rebuilt only when the support radius
 grows past it (or shrinks well below it).
@@ -370,14 +373,16 @@ class _Pattern:
 def default_factorization(ops, n=None):
     """The sparse factorisation the likelihood of ``n`` points uses on ``ops``, as
     ``SPARSE_FACTORIZATION`` names it for the backend: ``"backend"`` (CHOLMOD or SuperLU
-    on the CPU, cuDSS on the GPU), ``"supernodal"`` (skgpu's), or ``"auto"``: skgpu's
-    from ``SUPERNODAL_FROM_N`` points on, where it measured faster, the backend's below.
-    On a GPU without a loadable cuDSS, skgpu's supernodal factor (dense cuSOLVER/cuBLAS
-    kernels only), not the CPU. The choice and its reason are logged."""
-    from ..backends import sparse_spd_unavailable
+    on the CPU, cuDSS on the GPU), ``"supernodal"`` (skgpu's), or ``"auto"``: on the GPU
+    skgpu's from ``SUPERNODAL_FROM_N`` points on, where it measured faster, cuDSS below;
+    on the CPU CHOLMOD where the ``sparse`` extra gives it, else skgpu's (faster than
+    SuperLU at every n measured, with the exact gradient). On a GPU without a loadable
+    cuDSS, skgpu's supernodal factor (dense cuSOLVER/cuBLAS kernels only), not the CPU.
+    The choice and its reason are logged."""
+    from ..backends import cholmod_available, sparse_spd_unavailable
 
     choice = SPARSE_FACTORIZATION.get(ops.name, "backend")
-    if choice == "auto":
+    if choice == "auto" and ops.is_gpu:
         threshold = SUPERNODAL_FROM_N.get(ops.name)
         large = n is not None and threshold is not None and n >= threshold
         choice = "supernodal" if large else "backend"
@@ -385,6 +390,12 @@ def default_factorization(ops, n=None):
                     "faster from there)", ops.name, n,
                     "skgpu's supernodal" if large else "the backend's",
                     "at least" if large else "below", threshold)
+    elif choice == "auto" and not ops.is_gpu:
+        choice = "backend" if cholmod_available() else "supernodal"
+        logger.info("sparse GP on %s, n=%s: %s", ops.name, n,
+                    "CHOLMOD" if choice == "backend" else
+                    "skgpu's supernodal factor (no CHOLMOD: the sparse extra is not "
+                    "installed; skgpu's factor measured faster than SciPy's SuperLU)")
     why = sparse_spd_unavailable(ops) if choice == "backend" else None
     if why:
         logger.info("sparse GP on %s: %s; skgpu's supernodal factor instead", ops.name, why)
@@ -393,8 +404,8 @@ def default_factorization(ops, n=None):
 
 
 #: backend name -> "supernodal", "backend" or "auto" (see :func:`default_factorization`).
-#: Measured on an H100 (``benchmarks/results/sparse_gp_factorizations_h100.json``, each
-#: factorisation in turn at each n in one process, CuPy's kernels compiled): cuDSS
+#: GPU: measured on an H100 (``benchmarks/results/sparse_gp_factorizations_h100.json``,
+#: each factorisation in turn at each n in one process, CuPy's kernels compiled): cuDSS
 #: faster at n = 20,000 (fit(optimizer=None) 0.17 s against 0.22 s, the default fit
 #: 1.17 against 1.57 s), skgpu's at 200,000 (0.38 against 1.00 s; 3.65 against 4.64 s)
 #: and 1,000,000 (1.64 against 5.55 s; 20.8 against 27.4 s; the std of 100,000 points
@@ -402,7 +413,12 @@ def default_factorization(ops, n=None):
 #: new size" cost seen before (3.2-3.6 s at 200,000) was NVRTC compiling CuPy's
 #: kernels on a fresh host (5.0 s of a 5.7 s first fit, once per machine: CuPy keeps
 #: them on disk), not the factor.
-SPARSE_FACTORIZATION = {"cpu": "backend", "gpu": "auto"}
+#: CPU, 2 cores (``benchmarks/results/sparse_gp_cpu_three_factors_2core.json``, the
+#: three in turn in one run): CHOLMOD is the fastest (one LML + gradient at n = 50,000
+#: 2.0 s, the default fit at 10,000 10.5 s), so it stays where cvxopt is installed;
+#: without it skgpu's factor (3.6 s; 15.2 s) replaces SciPy's SuperLU (12.8 s; 32.9 s;
+#: at 2,000 points 4.1 against 4.3 s).
+SPARSE_FACTORIZATION = {"cpu": "auto", "gpu": "auto"}
 #: backend name -> the n from which ``"auto"`` takes skgpu's supernodal factor.
 SUPERNODAL_FROM_N = {"gpu": 200_000}
 
