@@ -572,9 +572,9 @@ def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
                         lambda req: (loadable, "" if loadable else why))
 
     class FakeGPU:  # what the policy asks of a backend (no CuPy needed)
-        name, is_gpu = "gpu", True
+        name, is_gpu, sparse_factor = "gpu", True, "cudss"
 
-    from_n = _sparse.SUPERNODAL_FROM_N["gpu"]
+    from_n = _sparse.SUPERNODAL_FROM_N["cudss"]
     with caplog.at_level(logging.INFO, logger="skgpu"):
         got = _sparse.default_factorization(FakeGPU(), from_n - 1)
     assert got == ("backend" if loadable else "supernodal")
@@ -582,7 +582,7 @@ def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="skgpu"):  # from there on, ours (logged)
         assert _sparse.default_factorization(FakeGPU(), from_n) == "supernodal"
-    assert any("skgpu's supernodal factor (at least" in r.getMessage()
+    assert any("skgpu's supernodal factor (measured faster than cudss" in r.getMessage()
                for r in caplog.records)
     assert _sparse.default_factorization(get_backend("cpu"), 10**7) == "backend"
     monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "gpu", "supernodal")
@@ -610,8 +610,10 @@ def test_the_cpu_likelihood_factor_is_cholmod_else_ours(rng, monkeypatch, caplog
     with caplog.at_level(logging.INFO, logger="skgpu"):
         got = _sparse.default_factorization(cpu, 5000)
     assert got == ("backend" if has_cholmod else "supernodal")
-    assert any(("CHOLMOD" if has_cholmod else "no CHOLMOD") in r.getMessage()
-               for r in caplog.records)
+    assert cpu.sparse_factor == ("cholmod" if has_cholmod else "superlu")
+    assert any(("the backend's factor, cholmod" if has_cholmod else
+                "skgpu's supernodal factor (measured faster than superlu")
+               in r.getMessage() for r in caplog.records)
     monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "cpu", "backend")  # named: kept
     assert _sparse.default_factorization(cpu, 5000) == "backend"
     monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, "cpu", "auto")

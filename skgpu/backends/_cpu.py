@@ -395,6 +395,12 @@ class CPUBackend:
     batched_blocks = False
     forward_order = "C"
 
+    @property
+    def sparse_factor(self):
+        """The factor ``sparse_spd`` makes: "cholmod" (the ``sparse`` extra), else
+        "superlu" (see the Backend protocol)."""
+        return "cholmod" if _cholmod() is not None else "superlu"
+
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):
         X = to_numpy(X)

@@ -65,6 +65,13 @@ class Backend(Protocol):
         host) or "cell-list" (on the device, tiled all-pairs above three dimensions)."""
 
     @property
+    def sparse_factor(self) -> str:
+        """What ``sparse_spd`` factors with: "cudss" on the GPU; "cholmod" on the CPU
+        where the ``sparse`` extra is installed, else "superlu". The sparse GP picks its
+        likelihood's factor by it (``_sparse.SUPERNODAL_FROM_N``)."""
+        ...
+
+    @property
     def forward_order(self) -> str:
         """The memory order (``"C"`` or ``"F"``) of the dense blocks the supernodal
         forward solves with sparse right-hand sides work on (a row per unknown, a

@@ -372,30 +372,27 @@ class _Pattern:
 
 def default_factorization(ops, n=None):
     """The sparse factorisation the likelihood of ``n`` points uses on ``ops``, as
-    ``SPARSE_FACTORIZATION`` names it for the backend: ``"backend"`` (CHOLMOD or SuperLU
-    on the CPU, cuDSS on the GPU), ``"supernodal"`` (skgpu's), or ``"auto"``: on the GPU
-    skgpu's from ``SUPERNODAL_FROM_N`` points on, where it measured faster, cuDSS below;
-    on the CPU CHOLMOD where the ``sparse`` extra gives it, else skgpu's (faster than
-    SuperLU at every n measured, with the exact gradient). On a GPU without a loadable
-    cuDSS, skgpu's supernodal factor (dense cuSOLVER/cuBLAS kernels only), not the CPU.
-    The choice and its reason are logged."""
-    from ..backends import cholmod_available, sparse_spd_unavailable
+    ``SPARSE_FACTORIZATION`` names it for the backend: ``"backend"`` (``ops.sparse_spd``:
+    CHOLMOD or SuperLU on the CPU, cuDSS on the GPU), ``"supernodal"`` (skgpu's), or
+    ``"auto"``: skgpu's from ``SUPERNODAL_FROM_N[ops.sparse_factor]`` points on, where it
+    measured faster, the backend's below (and at every n where that factor has no entry:
+    CHOLMOD). On a GPU without a loadable cuDSS, skgpu's supernodal factor (dense
+    cuSOLVER/cuBLAS kernels only), not the CPU. The choice and its reason are logged."""
+    from ..backends import sparse_spd_unavailable
 
     choice = SPARSE_FACTORIZATION.get(ops.name, "backend")
-    if choice == "auto" and ops.is_gpu:
-        threshold = SUPERNODAL_FROM_N.get(ops.name)
-        large = n is not None and threshold is not None and n >= threshold
+    if choice == "auto":
+        backend_factor = ops.sparse_factor
+        threshold = SUPERNODAL_FROM_N.get(backend_factor)
+        large = threshold is not None and (n or 0) >= threshold
         choice = "supernodal" if large else "backend"
-        logger.info("sparse GP on %s, n=%s: %s factor (%s %s points; skgpu's measured "
-                    "faster from there)", ops.name, n,
-                    "skgpu's supernodal" if large else "the backend's",
-                    "at least" if large else "below", threshold)
-    elif choice == "auto" and not ops.is_gpu:
-        choice = "backend" if cholmod_available() else "supernodal"
-        logger.info("sparse GP on %s, n=%s: %s", ops.name, n,
-                    "CHOLMOD" if choice == "backend" else
-                    "skgpu's supernodal factor (no CHOLMOD: the sparse extra is not "
-                    "installed; skgpu's factor measured faster than SciPy's SuperLU)")
+        if large:
+            logger.info("sparse GP on %s, n=%s: skgpu's supernodal factor (measured faster "
+                        "than %s from %s points)", ops.name, n, backend_factor, threshold)
+        else:
+            logger.info("sparse GP on %s, n=%s: the backend's factor, %s (%s)", ops.name, n,
+                        backend_factor, "measured faster than skgpu's at every n"
+                        if threshold is None else f"skgpu's faster from {threshold} points")
     why = sparse_spd_unavailable(ops) if choice == "backend" else None
     if why:
         logger.info("sparse GP on %s: %s; skgpu's supernodal factor instead", ops.name, why)
@@ -419,8 +416,10 @@ def default_factorization(ops, n=None):
 #: without it skgpu's factor (3.6 s; 15.2 s) replaces SciPy's SuperLU (12.8 s; 32.9 s;
 #: at 2,000 points 4.1 against 4.3 s).
 SPARSE_FACTORIZATION = {"cpu": "auto", "gpu": "auto"}
-#: backend name -> the n from which ``"auto"`` takes skgpu's supernodal factor.
-SUPERNODAL_FROM_N = {"gpu": 200_000}
+#: the backend's factor (``ops.sparse_factor``) -> the n from which ``"auto"`` takes
+#: skgpu's supernodal factor instead (none: never, CHOLMOD being the faster at every n
+#: measured; SuperLU: from any n).
+SUPERNODAL_FROM_N = {"cudss": 200_000, "superlu": 0}
 
 #: The backend operations the sparse GP needs: cuDSS's ``sparse_spd`` is not among them,
 #: skgpu's supernodal factor (dense kernels) standing in where cuDSS does not load.

@@ -49,6 +49,7 @@ class GPUBackend:
     neighbour_search = "cell-list"
     batched_blocks = True
     forward_order = "F"
+    sparse_factor = "cudss"
 
     # arrays ---------------------------------------------------------------------------
     def asarray(self, X, dtype=None):
