@@ -525,6 +525,45 @@ def test_selected_inverse_equals_the_dense_inverse(rng, device, kind, d):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_inverse_on_keeps_where_the_pairs_are(monkeypatch, device, seed):
+    """Where the pairs lie in Z is searched once for the same two arrays and kept
+    across refactorisations (the inverse then that of the new values); other arrays,
+    or a freed factor, search again; with no room to keep them, every call searches."""
+    ops = get_backend(device)
+    rng = np.random.default_rng(seed)
+    X = _points(rng, "uniform", 600, 2)
+    S, values, dense, _ = _system(rng, X, 0.07)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.07, leaf_size=40)
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    searches = []
+    real = SupernodalFactor._positions
+    monkeypatch.setattr(SupernodalFactor, "_positions",
+                        lambda self, r, c: searches.append(1) or real(self, r, c))
+    coo = S.tocoo()
+    rows, cols = ops.asarray(coo.row), ops.asarray(coo.col)
+    for step in range(3):
+        scaled = dense + step * np.eye(dense.shape[0])
+        if step:
+            factor.refactor(ops.asarray(values + step * (coo.row == coo.col)))  # (CSR order)
+        got = ops.to_host(factor.inverse_on(rows, cols))
+        assert_allclose_rel(got, np.linalg.inv(scaled)[coo.row, coo.col], 1e-10)
+    assert len(searches) == 1
+    factor.inverse_on(rows.copy(), cols)  # other arrays: searched (and kept instead)
+    assert len(searches) == 2
+    factor.free()
+    factor.refactor(ops.asarray(values))
+    got = ops.to_host(factor.inverse_on(rows, cols))
+    assert_allclose_rel(got, np.linalg.inv(dense)[coo.row, coo.col], 1e-10)
+    assert len(searches) == 3
+    factor._index_room = 0  # no room: nothing kept
+    factor._kept_positions = None
+    factor.inverse_on(rows, cols)
+    factor.inverse_on(rows, cols)
+    assert len(searches) == 5
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("route", ["batched", "one by one", "batches do not fit"])
 @pytest.mark.parametrize("kind", ["uniform", "clustered"])
 def test_selected_inverse_by_level_batches_and_one_by_one(rng, monkeypatch, device, route,
