@@ -556,6 +556,71 @@ def test_a_fit_on_the_supernodal_likelihood_equals_the_dense_fit(rng, device, mo
     assert_allclose_rel(std, std_d, 1e-6)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("factor", ["supernodal", "backend"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_fit_keeps_the_factor_of_the_optimizers_step_at_its_optimum(
+        monkeypatch, device, factor, seed):
+    """With exact gradients each evaluation factors once, at its theta; where the
+    optimizer's last one was at its optimum the fit keeps that factor instead of
+    factoring the same matrix again. With differenced gradients (cuDSS) the last
+    factorisation is a shifted or moved one, so the fit factors at the optimum. Either
+    way the model equals a fit at the optimum without the optimizer, and the kept factor
+    is refused for another kernel object, another theta, and after any other
+    factorisation."""
+    from skgpu_testing import skip_unless_supported
+
+    ops = get_backend(device)
+    if factor == "backend":
+        skip_unless_supported(ops, "sparse_spd")
+    monkeypatch.setitem(_sparse.SPARSE_FACTORIZATION, device, factor)
+    rng = np.random.default_rng(seed)
+    X, y = _field(rng, 600)
+    seen = []
+    real = _sparse.SparseLogMarginalLikelihood.factorize
+
+    def spy(self, k, shift=0.0, value=None):
+        seen.append((np.asarray(k.theta).tobytes(), shift))
+        return real(self, k, shift, value)
+
+    monkeypatch.setattr(_sparse.SparseLogMarginalLikelihood, "factorize", spy)
+    with skgpu.config_context(device=device):
+        gp = GaussianProcessRegressor(SPARSE_VS_DENSE["tapered_matern"], random_state=0,
+                                      cholesky="sparse").fit(X, y)
+        in_fit = list(seen)
+        plain = GaussianProcessRegressor(gp.kernel_, optimizer=None,
+                                         cholesky="sparse").fit(X, y)
+        mean, std = gp.predict(X[:40] + 0.01, return_std=True)
+        mean_p, std_p = plain.predict(X[:40] + 0.01, return_std=True)
+    lml = gp._state_on(ops).lml
+    optimum = (gp.kernel_.theta.tobytes(), 0.0)
+    evaluations = lml.n_evaluations
+    exact = factor == "supernodal" or (device == "cpu" and ops.sparse_factor == "cholmod")
+    if exact:
+        assert in_fit[evaluations - 1] == optimum  # L-BFGS-B ended on its last step
+        assert len(in_fit) == evaluations  # and nothing was factored after it
+        assert lml.factor_at(gp.kernel_) is not None
+    else:
+        assert len(in_fit) > evaluations and in_fit[-1] == optimum
+    assert gp.log_marginal_likelihood_value_ == pytest.approx(
+        plain.log_marginal_likelihood_value_, rel=1e-12)
+    assert_allclose_rel(gp.alpha_, plain.alpha_, 1e-9)
+    assert_allclose_rel(mean, mean_p, 1e-9)
+    assert_allclose_rel(std, std_p, 1e-9)
+    if exact:
+        same = gp.kernel_.clone_with_theta(gp.kernel_.theta)  # equal, another object
+        assert lml.factor_at(same) is None
+        kernel = gp.kernel_
+        theta = kernel.theta
+        kernel.theta = theta + 1e-3
+        assert lml.factor_at(kernel) is None
+        kernel.theta = theta
+        assert lml.factor_at(kernel) is not None
+        with skgpu.config_context(device=device):
+            lml.factorize(kernel, shift=1e-3)
+        assert lml.factor_at(kernel) is None
+
+
 @pytest.mark.parametrize("loadable", [True, False])
 def test_the_gpu_likelihood_factor_is_cudss_or_ours_where_cudss_does_not_load(
         monkeypatch, caplog, loadable):

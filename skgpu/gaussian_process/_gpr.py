@@ -578,9 +578,13 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
                      "factorisations on %s", lml.n_evaluations, lml.n_factorizations,
                      ops.name)
         lml._ensure_pattern(support_radius(kernel))
-        with _explain_not_positive_definite(kernel):
-            factor = lml.factorize(kernel)
-        alpha_dev = lml.solve_y(factor)
+        held = lml.factor_at(kernel)  # the optimizer's last step at its optimum: kept
+        if held is not None:
+            factor, alpha_dev = held
+        else:
+            with _explain_not_positive_definite(kernel):
+                factor = lml.factorize(kernel)
+            alpha_dev = lml.solve_y(factor)
         if lml_value is None:
             lml.n_evaluations += 1
             lml_value = _lml_from(ops, lml.y, alpha_dev, factor.logdet())

@@ -449,6 +449,9 @@ class SparseLogMarginalLikelihood:
             np.asarray(alpha, dtype=np.float64))
         self.pattern = None
         self.factor = None
+        #: (kernel, its theta, pattern) whose K the factor and ``_alpha_vec`` hold
+        #: exactly (set by :meth:`_value`, cleared by every other factorisation)
+        self._holds = None
         self.n_evaluations = 0
         self.n_factorizations = 0
         self._no_selected_inverse = False
@@ -484,6 +487,7 @@ class SparseLogMarginalLikelihood:
         return self.pattern.matrix(self.ops, values)
 
     def factorize(self, kernel, shift=0.0, value=None):
+        self._holds = None
         K = self.kernel_matrix(kernel, shift, value)
         self.n_factorizations += 1
         if self.factor is None:
@@ -499,6 +503,18 @@ class SparseLogMarginalLikelihood:
         else:
             self.factor.refactor(K)
         return self.factor
+
+    def factor_at(self, kernel):
+        """``(factor, K⁻¹ y)`` of ``K(kernel)`` where the last factorisation was of
+        exactly that matrix (the same kernel object, its theta unchanged to the bit, on
+        the current pattern: the optimizer's last evaluation at its optimum), else
+        None: then the caller factorises."""
+        held = self._holds
+        if (held is None or self.factor is None or held[0] is not kernel
+                or held[2] is not self.pattern
+                or held[1].tobytes() != np.asarray(kernel.theta).tobytes()):
+            return None
+        return self.factor, self._alpha_vec
 
     def _symbolic(self):
         """skgpu's supernodal analysis of the current pattern (made once per pattern)."""
@@ -560,6 +576,7 @@ class SparseLogMarginalLikelihood:
             return -np.inf
         a = self.solve_y(factor)
         self._alpha_vec = a
+        self._holds = (kernel, kernel.theta, self.pattern)
         return (-0.5 * float(self.ops.xp.vdot(self.y, a)) - 0.5 * n_targets * factor.logdet()
                 - n_targets * n / 2 * np.log(2 * np.pi))
 
