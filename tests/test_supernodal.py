@@ -116,7 +116,8 @@ def test_a_cut_through_empty_space_makes_no_empty_supernode():
 def test_the_analysis_is_the_same_wherever_the_pattern_is(rng, device, kind, d, radius,
                                                           index_dtype):
     """The analysis of a pattern held on the backend's device (its passes over the
-    entries run there) is the host's, array for array; and it serves a factor there."""
+    entries and its relative-index tables made there) is the host's, array for array;
+    and it serves a factor there."""
     ops = get_backend(device)
     X = _points(rng, kind, 1200, d)
     S, values, dense, _ = _system(rng, X, radius)
@@ -125,7 +126,9 @@ def test_the_analysis_is_the_same_wherever_the_pattern_is(rng, device, kind, d, 
     host = SupernodalSymbolic(indptr, indices, order, bounds)
     here = SupernodalSymbolic(ops.asarray(indptr), ops.asarray(indices), order, bounds)
     for name in ("parent", "level", "offsets", "widths", "heights", "row_start",
-                 "rows_cat", "rows_key", "value_index", "panel_position"):
+                 "rows_cat", "rows_key", "value_index", "panel_position", "run_first",
+                 "run_start", "run_ancestor", "run_relative", "relative", "relative_base",
+                 "column_base"):
         np.testing.assert_array_equal(ops.to_host(getattr(here, name)),
                                       getattr(host, name), err_msg=name)
     assert [R.tolist() for R in here.rows] == [R.tolist() for R in host.rows]
