@@ -409,7 +409,10 @@ def default_factorization(ops, n=None):
 #: after it 1.86 against 3.14 s cold, one factor serving both). The "first fit at a
 #: new size" cost seen before (3.2-3.6 s at 200,000) was NVRTC compiling CuPy's
 #: kernels on a fresh host (5.0 s of a 5.7 s first fit, once per machine: CuPy keeps
-#: them on disk), not the factor.
+#: them on disk), not the factor. On the H200
+#: (``benchmarks/results/sparse_gp_factorizations_h200.json``) skgpu's was faster at
+#: 200,000 too (0.55 against 1.37 s; 4.36 against 5.00 s) and at 1,000,000 (1.39
+#: against 8.05 s; 20.9 against 29.0 s).
 #: CPU, 2 cores (``benchmarks/results/sparse_gp_cpu_three_factors_2core.json``, the
 #: three in turn in one run): CHOLMOD is the fastest (one LML + gradient at n = 50,000
 #: 2.0 s, the default fit at 10,000 10.5 s), so it stays where cvxopt is installed;
