@@ -249,6 +249,31 @@ def test_sparse_fit_optimizes_to_the_dense_optimum(rng, device):
     assert_allclose_rel(sparse.predict(X[:100]), dense.predict(X[:100]), 1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_pattern_is_the_support_unless_a_hyperparameter_moves_it(rng, device):
+    """No hyperparameter moves a Tapered kernel's range or a fixed Wendland support: the
+    pattern is the support itself (no pairs that are zeros); a Wendland support radius
+    being fitted gets the slack its steps reuse. The likelihood is the dense one's either
+    way."""
+    tapered = C(1.0) * Tapered(Matern(0.05, nu=1.5), taper_range=0.1) + WhiteKernel(0.05)
+    fixed = C(1.0) * Wendland(0.08, support_radius_bounds="fixed") + WhiteKernel(0.05)
+    free = C(1.0) * Wendland(0.08, support_radius_bounds=(0.02, 0.2)) + WhiteKernel(0.05)
+    assert [_sparse.radius_moves(k) for k in (tapered, fixed, free)] == [False, False, True]
+    X, y = _field(rng, 600)
+    slack = np.exp(_sparse.FD_STEP) * _sparse._PATTERN_GROWTH  # (the gradient's step too)
+    for kernel, widest in ((tapered, 0.1 * 1.000001), (fixed, 0.08 * 1.000001),
+                           (free, 0.08 * slack * 1.000001)):
+        with skgpu.config_context(device=device):
+            lml = _sparse.SparseLogMarginalLikelihood(get_backend(device), X, y, 1e-8,
+                                                      factorization="supernodal")
+            value, grad = lml(kernel, eval_gradient=True)
+        assert widest / 1.1 < lml.pattern.radius <= widest
+        dense = SkGPR(kernel, alpha=1e-8, optimizer=None).fit(X, y)
+        want, want_grad = dense.log_marginal_likelihood(kernel.theta, eval_gradient=True)
+        assert value == pytest.approx(want, rel=1e-10)
+        assert_allclose_rel(grad, want_grad, 1e-8, atol_scale=1.0)
+
+
 def test_pattern_and_analysis_are_reused(rng, monkeypatch):
     X, y = _field(rng, 500)
     built = []

@@ -577,7 +577,7 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
         logger.debug("GaussianProcessRegressor.fit (sparse): %d LML evaluations, %d "
                      "factorisations on %s", lml.n_evaluations, lml.n_factorizations,
                      ops.name)
-        lml._ensure_pattern(support_radius(kernel))
+        lml._ensure_pattern(support_radius(kernel), kernel)
         held = lml.factor_at(kernel)  # the optimizer's last step at its optimum: kept
         if held is not None:
             factor, alpha_dev = held
@@ -633,7 +633,7 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
             if getattr(self, "cholesky_", "dense") == "sparse":
                 lml = SparseLogMarginalLikelihood(ops, self.X_train_, self.y_train_,
                                                   getattr(self, "_fit_alpha", self.alpha))
-                lml._ensure_pattern(support_radius(self.kernel_))
+                lml._ensure_pattern(support_radius(self.kernel_), self.kernel_)
                 lml.factorize(self.kernel_)
                 state = _FittedState("sparse", ops.name, None, None, lml, alpha)
             else:

@@ -46,8 +46,12 @@ FD_STEP = 1e-4
 MAX_COV_POINTS = 10_000
 
 #: A pattern is built this much wider than needed, so that small increases of the
-#: support radius (an optimizer's steps) reuse it and its symbolic analysis ...
+#: support radius (an optimizer's steps) reuse it and its symbolic analysis, where a
+#: hyperparameter moves the radius (:func:`radius_moves`); where none does (a Tapered
+#: kernel's taper range, a Wendland kernel's fixed support) the pattern is the support
+#: itself (the width only rounding's: its extra pairs are explicit zeros, and added fill) ...
 _PATTERN_GROWTH = 1.1
+_PATTERN_EXACT = 1.0000001
 #: ... and it is reused while the needed radius is within this factor below it.
 _PATTERN_SLACK = 1.5
 
@@ -66,6 +70,20 @@ def support_radius(kernel):
     if t is skk.Exponentiation:
         return support_radius(kernel.kernel)
     return np.inf
+
+
+def radius_moves(kernel):
+    """Whether a hyperparameter of ``kernel`` moves its support radius: a Wendland
+    kernel's support radius that is not fixed, where the radius comes from it (a
+    Tapered kernel's taper range is a parameter, not a hyperparameter)."""
+    t = type(kernel)
+    if t is Wendland:
+        return not kernel.hyperparameter_support_radius.fixed
+    if t in (skk.Sum, skk.Product):
+        return radius_moves(kernel.k1) or radius_moves(kernel.k2)
+    if t is skk.Exponentiation:
+        return radius_moves(kernel.kernel)
+    return False  # Tapered (its range), a leaf without a support: no radius of theirs
 
 
 _PAIR_LEAVES = (Wendland, Tapered, skk.ConstantKernel, skk.WhiteKernel, skk.RBF, skk.Matern,
@@ -459,7 +477,11 @@ class SparseLogMarginalLikelihood:
         self.n_factorizations = 0
         self._no_selected_inverse = False
 
-    def _ensure_pattern(self, radius):
+    def _ensure_pattern(self, radius, kernel=None):
+        """The pattern of the pairs within ``radius`` (``kernel``'s support radius, or
+        wider), kept while it covers the radius without being much wider; built
+        ``_PATTERN_GROWTH`` wider unless ``kernel`` is given and no hyperparameter of it
+        moves the radius."""
         p = self.pattern
         if p is not None and radius <= p.radius <= _PATTERN_SLACK * radius:
             return
@@ -468,7 +490,9 @@ class SparseLogMarginalLikelihood:
         # what was made from the old pattern goes with it (the analysis holds its maps
         # on the device)
         self._symbolic_of = self._variance = None
-        self.pattern = _Pattern(self.ops, self.X_host, self.X, radius * _PATTERN_GROWTH)
+        grow = (_PATTERN_EXACT if kernel is not None and not radius_moves(kernel)
+                else _PATTERN_GROWTH)
+        self.pattern = _Pattern(self.ops, self.X_host, self.X, radius * grow)
         self.factor = None
 
     def _values(self, value):
@@ -547,7 +571,7 @@ class SparseLogMarginalLikelihood:
         the same)."""
         from ..backends import SupernodalFactor
 
-        self._ensure_pattern(support_radius(kernel))
+        self._ensure_pattern(support_radius(kernel), kernel)
         factor = self.factor
         if factor is not None and factor.exposes_factor:
             return factor
@@ -672,7 +696,7 @@ class SparseLogMarginalLikelihood:
             # the widest radius any of the perturbed kernels can have
             wide = kernel.clone_with_theta(theta + FD_STEP)
             radius = max(radius, support_radius(wide))
-        self._ensure_pattern(radius)
+        self._ensure_pattern(radius, kernel)
         if not eval_gradient:
             return self._value(kernel)
         # the kernel's values and gradient terms on the pattern, evaluated once
