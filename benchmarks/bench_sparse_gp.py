@@ -67,7 +67,7 @@ def scipy_peer(n, results):
     X, y = make_data(n)
     lml = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10)
     kernel = kernel_for(n)
-    lml._ensure_pattern(_sparse.support_radius(kernel))
+    lml._ensure_pattern(_sparse.support_radius(kernel), kernel)
     K = lml.kernel_matrix(kernel).tocsc()
     row = {"case": f"peer: SciPy splu (symmetric mode) factor + solve, n={n}", "nnz": int(K.nnz)}
     _, t = timeit(lambda: spla.splu(K, permc_spec="MMD_AT_PLUS_A",
@@ -132,7 +132,7 @@ def bench(n, device, results, repeats, full_fit):
         def assemble():
             lml.pattern = None
             lml.factor = None
-            lml._ensure_pattern(radius)
+            lml._ensure_pattern(radius, kernel)
             return lml.kernel_matrix(kernel)
 
         K, t = timeit(assemble, repeats)

@@ -49,7 +49,7 @@ def estimate_row(device, n):
     ops = get_backend(device)
     X, y, kernel = sparse_gp_problem(n)
     like = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization="supernodal")
-    like._ensure_pattern(_sparse.support_radius(kernel))
+    like._ensure_pattern(_sparse.support_radius(kernel), kernel)
     (symbolic), analysis_s = synchronized(like._symbolic)
     free = ops.free_bytes()  # (the pattern is held now: it counts as available)
     total, panels = symbolic.device_bytes()
