@@ -433,9 +433,9 @@ def default_factorization(ops, n=None):
 #: against 8.05 s; 20.9 against 29.0 s).
 #: CPU, 2 cores (``benchmarks/results/sparse_gp_cpu_three_factors_2core.json``, the
 #: three in turn in one run): CHOLMOD is the fastest (one LML + gradient at n = 50,000
-#: 2.0 s, the default fit at 10,000 10.5 s), so it stays where cvxopt is installed;
-#: without it skgpu's factor (3.6 s; 15.2 s) replaces SciPy's SuperLU (12.8 s; 32.9 s;
-#: at 2,000 points 4.1 against 4.3 s).
+#: 1.21 s, the default fit at 10,000 6.4 s), so it stays where cvxopt is installed;
+#: without it skgpu's factor (2.26 s; 10.0 s) replaces SciPy's SuperLU (6.72 s; 20.2 s;
+#: at 2,000 points 3.13 against 3.22 s).
 SPARSE_FACTORIZATION = {"cpu": "auto", "gpu": "auto"}
 #: the backend's factor (``ops.sparse_factor``) -> the n from which ``"auto"`` takes
 #: skgpu's supernodal factor instead (none: never, CHOLMOD being the faster at every n
