@@ -48,9 +48,9 @@ def versions_info() -> dict[str, Any]:
 
 def _cpu_sparse_solver():
     """(key, description) of what factors the sparse GP's matrices on the CPU."""
-    from .backends import cholmod_available
+    from .backends import get_backend
 
-    if cholmod_available():
+    if get_backend("cpu").sparse_factor == "cholmod":  # (the policy the sparse GP reads)
         return "cholmod", "CHOLMOD (SuiteSparse, through cvxopt)"
     return "supernodal", ("skgpu's supernodal factor (install skgpu[sparse] for CHOLMOD, "
                           "which refactorises faster)")
