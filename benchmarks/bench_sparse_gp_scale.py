@@ -18,6 +18,9 @@ bytes and the pattern's beside it): the figure a user is told before an n is tri
 ``--factorization`` picks the likelihood's factor (``auto``: the library's choice;
 ``supernodal``: skgpu's own, which also serves the variance; ``backend``: cuDSS on the
 GPU, CHOLMOD or SuperLU on the CPU); given several, each n runs with each in turn.
+``--ordering LEAF:COVER_FROM`` (several side by side) sets the supernodal analysis's
+leaf size and the set size from which separators are minimum covers (``none``: never,
+the lower half's strip as before covers; the library's defaults when left out).
 ``--optimizer`` adds ``fit`` with the default optimizer (L-BFGS-B from the kernel's
 hyperparameters), with its number of likelihood evaluations. Times are one cold call
 each (the first after the fit) and ``--repeats`` warm ones; the peak of the memory pool
@@ -31,7 +34,7 @@ import numpy as np
 from _harness import machine, run_cases, sparse_gp_problem, standard_parser, synchronized
 
 import skgpu
-from skgpu.backends import get_backend
+from skgpu.backends import _supernodal, get_backend
 from skgpu.gaussian_process import GaussianProcessRegressor
 from skgpu.gaussian_process import _sparse
 
@@ -44,8 +47,36 @@ def _pool_bytes():
     return int(cp.get_default_memory_pool().total_bytes())
 
 
-def estimate_row(device, n):
+class ordering:
+    """Within the block, the supernodal analysis orders with ``spec`` ("LEAF:COVER_FROM",
+    COVER_FROM "none" for no covers; None: the library's defaults)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __enter__(self):
+        self.saved = (_supernodal.LEAF_SIZE, _supernodal.COVER_FROM)
+        if self.spec is not None:
+            leaf, cover = self.spec.split(":")
+            _supernodal.LEAF_SIZE = int(leaf)
+            _supernodal.COVER_FROM = 1 << 62 if cover == "none" else int(cover)
+        return f"leaf {_supernodal.LEAF_SIZE}, covers from " + (
+            "never" if _supernodal.COVER_FROM >= 1 << 62 else f"{_supernodal.COVER_FROM}")
+
+    def __exit__(self, *exc):
+        _supernodal.LEAF_SIZE, _supernodal.COVER_FROM = self.saved
+
+
+def estimate_row(device, n, order=None):
     """The analysis of n points and what the estimator makes of it."""
+    with ordering(order) as described:
+        row = _estimate_row(device, n)
+    if order is not None:
+        row["ordering"] = described
+    return row
+
+
+def _estimate_row(device, n):
     ops = get_backend(device)
     X, y, kernel = sparse_gp_problem(n)
     like = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization="supernodal")
@@ -71,7 +102,18 @@ def estimate_row(device, n):
 
 
 def rows_for(doc, device, n, points, reference_points, repeats, factorization,
-             optimizer=False):
+             optimizer=False, order=None):
+    with ordering(order) as described:
+        first = len(doc["results"])
+        _rows_for(doc, device, n, points, reference_points, repeats, factorization,
+                  optimizer)
+        if order is not None:
+            for row in doc["results"][first:]:
+                row["ordering"] = described
+
+
+def _rows_for(doc, device, n, points, reference_points, repeats, factorization,
+              optimizer):
     X, y, kernel = sparse_gp_problem(n)
     if device == "gpu":
         import cupy as cp
@@ -146,6 +188,7 @@ def main():
     parser.add_argument("--factorization", nargs="+", default=["auto"],
                         choices=["auto", "supernodal", "backend"])
     parser.add_argument("--optimizer", action="store_true")
+    parser.add_argument("--ordering", nargs="+", default=[None])
     args = parser.parse_args()
     if args.quick:
         args.n, args.estimate_n, args.points = [20_000], 20_000, 2_000
@@ -153,11 +196,12 @@ def main():
            "timing": "public methods, one run each: cold = the first call after the fit, "
                      "warm = the ones after it"}
     start = time.perf_counter()
-    cases = [lambda: doc["results"].append(estimate_row(args.device, args.estimate_n))]
-    cases += [lambda n=n, f=f: rows_for(doc, args.device, n, args.points,
-                                        args.reference_points, args.repeats, f,
-                                        args.optimizer)
-              for n in args.n for f in args.factorization]
+    cases = [lambda o=o: doc["results"].append(estimate_row(args.device, args.estimate_n, o))
+             for o in args.ordering]
+    cases += [lambda n=n, f=f, o=o: rows_for(doc, args.device, n, args.points,
+                                             args.reference_points, args.repeats, f,
+                                             args.optimizer, o)
+              for n in args.n for f in args.factorization for o in args.ordering]
     run_cases(cases, doc, args.out)
     print(f"total {time.perf_counter() - start:.1f} s")
 
