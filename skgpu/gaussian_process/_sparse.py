@@ -433,9 +433,9 @@ def default_factorization(ops, n=None):
 #: against 8.05 s; 20.9 against 29.0 s).
 #: CPU, 2 cores (``benchmarks/results/sparse_gp_cpu_three_factors_2core.json``, the
 #: three in turn in one run): CHOLMOD is the fastest (one LML + gradient at n = 50,000
-#: 1.21 s, the default fit at 10,000 6.4 s), so it stays where cvxopt is installed;
-#: without it skgpu's factor (2.26 s; 10.0 s) replaces SciPy's SuperLU (6.72 s; 20.2 s;
-#: at 2,000 points 3.13 against 3.22 s).
+#: 1.05 s, the default fit at 10,000 5.2 s, at 50,000 36.2 s), so it stays where cvxopt
+#: is installed; without it skgpu's factor (1.15 s; 6.1 s; 38.1 s) replaces SciPy's
+#: SuperLU (5.30 s; 16.0 s; at 2,000 points 1.86 against 2.51 s).
 SPARSE_FACTORIZATION = {"cpu": "auto", "gpu": "auto"}
 #: the backend's factor (``ops.sparse_factor``) -> the n from which ``"auto"`` takes
 #: skgpu's supernodal factor instead (none: never, CHOLMOD being the faster at every n
