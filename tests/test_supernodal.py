@@ -713,3 +713,32 @@ def test_a_factor_that_does_not_fit_is_refused_before_any_numeric_work(rng, devi
     monkeypatch.setattr(type(ops), "free_bytes", lambda self: panels // 2)
     with pytest.raises(MemoryError, match="selected inverse"):  # beside it, no room
         factor.selected_inverse()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("g,w", [(1, 1), (7, 5), (40, 33)])
+def test_the_batched_cholesky_and_its_refusals(rng, device, g, w):
+    """The backend's batched Cholesky equals NumPy's block by block (upper triangles
+    zero); one block not positive definite, or with a NaN or an infinity on its
+    diagonal, refuses the whole stack."""
+    ops = get_backend(device)
+    M = rng.standard_normal((g, w, w))
+    A = M @ M.transpose(0, 2, 1) + w * np.eye(w)
+    L = ops.to_host(ops.cholesky_batched(ops.asarray(A)))
+    np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=1e-12, atol=1e-12)
+    assert np.all(np.triu(L, 1) == 0)
+    for bad in (-1.0, np.nan, np.inf):
+        B = A.copy()
+        B[g // 2, w - 1, w - 1] = bad
+        assert ops.cholesky_batched(ops.asarray(B)) is None, bad
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kept_indices_narrow_only_where_they_fit(device):
+    from skgpu.backends._supernodal import _fits_int32
+
+    ops = get_backend(device)
+    for values, fits in (([0, 5, 2**31 - 1], True), ([-(2**31), -1], True),
+                         ([3, 2**31], False), ([-(2**31) - 1, 0], False),
+                         ([], True)):
+        assert _fits_int32(ops.asarray(np.array(values, dtype=np.int64))) is fits, values

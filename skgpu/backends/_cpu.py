@@ -575,11 +575,14 @@ class CPUBackend:
 
     def cholesky_batched(self, A):
         """The lower Cholesky factors of a stack of SPD blocks (g × w × w), or None
-        where one of them is not positive definite (LAPACK potrf through NumPy)."""
+        where one of them is not positive definite (LAPACK potrf through NumPy, and every
+        diagonal entry finite and positive: a NaN passes potrf), as on the GPU."""
         try:
-            return np.linalg.cholesky(A)
+            L = np.linalg.cholesky(A)
         except np.linalg.LinAlgError:
             return None
+        diagonal = np.diagonal(L, axis1=1, axis2=2)
+        return L if np.all(np.isfinite(diagonal) & (diagonal > 0)) else None
 
     def panel_update(self, P, w, out):
         """``out ← L_RJ L_RJᵀ`` on its lower triangle for a factored panel ``[L_JJ;

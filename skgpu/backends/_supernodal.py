@@ -131,6 +131,24 @@ INDEX_CACHE_MIN_FREE = 4
 PATTERN_BYTES = 36
 
 
+def _fits_int32(a):
+    """Whether every value of the int64 array ``a`` (NumPy or CuPy) fits in 32 bits. On
+    the device by an elementwise flag, not a reduction: CuPy compiles a reduction anew
+    for every array size (see ``gpu/kernels.py``), and these arrays have a new size per
+    batch."""
+    if a.size == 0:
+        return True
+    if isinstance(a, np.ndarray):
+        return int(a.max()) < 2**31 and int(a.min()) >= -(2**31)
+    import cupy as cp
+
+    from .gpu.kernels import flag_outside_int32
+
+    flag = cp.zeros(1, dtype=cp.int32)
+    flag_outside_int32(a, flag)
+    return not bool(flag.get()[0])
+
+
 def _cover_separator(points, idx, lower, upper, x, cut, radius):
     """The smallest set of the points ``idx[lower]`` and ``idx[upper]`` (returned as
     positions in ``idx``) that touches every pair of ``points`` within ``radius`` with
@@ -761,8 +779,8 @@ class SupernodalFactor:
             self._index_room = int(INDEX_CACHE_FRACTION * free) if enough else 0
         if self._index_room <= 0:
             return None
-        narrow = tuple(a.astype(np.int32) if a is not None and a.dtype == np.int64 and (
-            a.size == 0 or int(a.max()) < 2**31) else a for a in arrays)
+        narrow = tuple(a.astype(np.int32) if a is not None and a.dtype == np.int64
+                       and _fits_int32(a) else a for a in arrays)
         nbytes = sum(a.nbytes for a in narrow if a is not None)
         if nbytes > self._index_room:
             return None

@@ -426,8 +426,10 @@ def default_factorization(ops, n=None):
 #: and 1,000,000 (1.64 against 5.55 s; 20.8 against 27.4 s; the std of 100,000 points
 #: after it 1.86 against 3.14 s cold, one factor serving both). The "first fit at a
 #: new size" cost seen before (3.2-3.6 s at 200,000) was NVRTC compiling CuPy's
-#: kernels on a fresh host (5.0 s of a 5.7 s first fit, once per machine: CuPy keeps
-#: them on disk), not the factor. On the H200
+#: kernels (5.0 s of a 5.7 s first fit), not the factor: partly once per machine (CuPy
+#: keeps them on disk), mostly once per batch size (reductions in the batched
+#: Cholesky's checks, now elementwise kernels: a cold fit at 1,000,000 42.2 -> 3.2 s,
+#: ``benchmarks/results/cold_fit_compiles_h100.json``). On the H200
 #: (``benchmarks/results/sparse_gp_factorizations_h200.json``) skgpu's was faster at
 #: 200,000 too (0.55 against 1.37 s; 4.36 against 5.00 s) and at 1,000,000 (1.39
 #: against 8.05 s; 20.9 against 29.0 s).

@@ -7,7 +7,6 @@ import logging
 from typing import TYPE_CHECKING
 
 import cupy as cp
-import cupyx
 import cupyx.scipy.sparse as csp
 import numpy as np
 from sklearn.utils import check_random_state
@@ -282,17 +281,11 @@ class GPUBackend:
 
     def cholesky_batched(self, A):
         """The lower Cholesky factors of a stack of SPD blocks (g × w × w, cuSOLVER's
-        batched potrf through CuPy), or None where one of them is not positive definite
-        (potrf's status, and every diagonal entry finite and positive)."""
-        try:
-            with cupyx.errstate(linalg="raise"):
-                L = cp.linalg.cholesky(A)
-        except np.linalg.LinAlgError:
-            return None
-        diagonal = cp.diagonal(L, axis1=1, axis2=2)
-        if not bool(cp.all(cp.isfinite(diagonal) & (diagonal > 0))):
-            return None
-        return L
+        batched potrf, :func:`cusolver.potrf_batched`), or None where one of them is not
+        positive definite (potrf's status, and every diagonal entry finite and
+        positive)."""
+        L, positive = cusolver.potrf_batched(cp.array(A, order="C", copy=True))
+        return L if positive else None
 
     def panel_update(self, P, w, out):
         """``out ← L_RJ L_RJᵀ`` on its lower triangle for a factored panel ``[L_JJ;

@@ -14,11 +14,12 @@ from nvmath.bindings import cusolverDn
 from .._arrays import to_cupy
 from . import cublas
 from .handles import solver_handle
-from .kernels import keep_upper_halve_diagonal
+from .kernels import flag_nonzero, flag_not_positive, keep_upper_halve_diagonal
 
 #: From this order on the inverse in ``half_inverse`` is blocked GEMMs, not potri.
 BLOCKED_INVERSE_MIN = 4096
 LOWER = 0  # cublasFillMode_t CUBLAS_FILL_MODE_LOWER (column-major lower triangle)
+UPPER = 1  # CUBLAS_FILL_MODE_UPPER
 _VECTOR = 1  # cusolverEigMode_t CUSOLVER_EIG_MODE_VECTOR
 _RANGE_I = 1002  # cusolverEigRange_t CUSOLVER_EIG_RANGE_I
 
@@ -81,6 +82,30 @@ def potrf_panel(P, w, status, index):
                                status.data.ptr + index * status.itemsize)
     if m > w:
         cublas.trsm_right_lower_t(P, w)
+
+
+def potrf_batched(A):
+    """The lower Cholesky factors of a C-contiguous stack of symmetric blocks (g × w ×
+    w, factored in place; the factors returned with their upper triangles zero), and
+    whether every block was positive definite: potrf's status and every diagonal
+    entry finite and positive, read through one flag on the device (one
+    synchronisation). cuSOLVER's batched potrf called directly: CuPy's
+    ``linalg.cholesky`` checks the statuses with a reduction compiled anew for every
+    batch size (:mod:`.kernels`)."""
+    g, w, _ = A.shape
+    if not A.flags.c_contiguous:
+        raise ValueError("potrf_batched takes a C-contiguous stack")
+    # a C-ordered symmetric block read column-major is itself: its upper triangle there
+    # is the lower one here, so the factor U (A = UᵀU) comes out as L = Uᵀ, row-major
+    pointers = cp.arange(g, dtype=cp.uint64) * np.uint64(w * w * A.itemsize)
+    pointers += np.uint64(A.data.ptr)
+    info = cp.zeros(g, dtype=cp.int32)
+    _routine(A.dtype, "potrf_batched")(solver_handle(), UPPER, w, pointers.data.ptr, w,
+                                       info.data.ptr, g)
+    flag = cp.zeros(1, dtype=cp.int32)
+    flag_nonzero(info, flag)
+    flag_not_positive(cp.diagonal(A, axis1=1, axis2=2), flag)
+    return cp.tril(A), not bool(flag.get()[0])
 
 
 def householder_qr(Y, want_q):

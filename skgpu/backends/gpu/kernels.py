@@ -21,3 +21,26 @@ keep_upper_halve_diagonal = cp.ElementwiseKernel(
     """,
     "skgpu_keep_upper_halve_diagonal",
 )
+
+# Flags written by elementwise kernels, compiled once per dtype: a CuPy reduction
+# (``all``, ``any``, ``max``) on this CuPy is compiled anew for every array size (its
+# CUB kernel is specialised on the size), ~0.3 s of NVRTC each; the supernodal factor's
+# batches have a new size per level and class, and at n = 1,000,000 those compiles took
+# 28 s of a 42 s first fit on a fresh host.
+flag_not_positive = cp.ElementwiseKernel(
+    "T d", "raw int32 flag",
+    "if (!(d > 0) || isinf(d)) flag[0] = 1;",  # (NaN is not > 0)
+    "skgpu_flag_not_positive",
+)
+
+flag_nonzero = cp.ElementwiseKernel(
+    "int32 v", "raw int32 flag",
+    "if (v != 0) flag[0] = 1;",
+    "skgpu_flag_nonzero",
+)
+
+flag_outside_int32 = cp.ElementwiseKernel(
+    "int64 v", "raw int32 flag",
+    "if (v > 2147483647LL || v < -2147483648LL) flag[0] = 1;",
+    "skgpu_flag_outside_int32",
+)
