@@ -236,16 +236,18 @@ def nested_dissection(points, radius, leaf_size=None, cover_from=None):
         cut = x[part[half]]
         if idx.size >= cover_from:
             separator = _cover_separator(points, idx, lower, upper, x, cut, radius)
-        else:
-            separator = lower[x[lower] >= cut - radius]
+            rest = np.ones(idx.size, dtype=bool)
+            rest[separator] = False
+            lower, upper = lower[rest[lower]], upper[rest[upper]]
+        else:  # (the strip: all of it from the lower half)
+            in_separator = x[lower] >= cut - radius
+            separator, lower = lower[in_separator], lower[~in_separator]
         if widest == 0.0 or separator.size > MAX_SEPARATOR_FRACTION * idx.size:
             pieces.append(idx)  # no useful cut: one dense supernode
             continue
-        rest = np.ones(idx.size, dtype=bool)
-        rest[separator] = False
         stack.append((idx[separator], True))
-        stack.append((idx[upper[rest[upper]]], False))
-        stack.append((idx[lower[rest[lower]]], False))
+        stack.append((idx[upper], False))
+        stack.append((idx[lower], False))
     # the stack emits a left subtree completely before its right one: pieces is a
     # postorder already
     order = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
