@@ -98,8 +98,10 @@ MAX_SEPARATOR_FRACTION = 0.5
 #: crossing the median (:func:`_cover_separator`); smaller ones by the lower half's
 #: points within the radius of it. At n = 1,000,000 (2-D uniform, ~30 neighbours, 128
 #: points a leaf) the covers take L from 434M stored entries and 427 Gflop to 326M and
-#: 214 Gflop, for 0.85 s of ordering instead of 0.33 s; covers down to the leaves save
-#: 7 % more flops for 1.6 s more (2 host cores).
+#: 214 Gflop, for 0.75-0.9 s of ordering instead of 0.33 s (2 host cores); covers down
+#: to the leaves save 6 % more entries and 3 % more flops for 1.3-1.7 s more, and the
+#: default fit took 15.0 s with them against 13.7 s (H100,
+#: ``benchmarks/results/sparse_gp_ordering_h100.json``).
 COVER_FROM = 1024
 #: Bytes of a chunk's dense forward-solve block in :meth:`SupernodalFactor.quadratic_forms`.
 CHUNK_BYTES = 1 << 30
@@ -133,7 +135,7 @@ PATTERN_BYTES = 36
 
 def _fits_int32(a):
     """Whether every value of the int64 array ``a`` (NumPy or CuPy) fits in 32 bits. On
-    the device by an elementwise flag, not a reduction: CuPy compiles a reduction anew
+    the device by an elementwise flag, not a reduction: CuPy's reductions compiled anew
     for every array size (see ``gpu/kernels.py``), and these arrays have a new size per
     batch."""
     if a.size == 0:

@@ -23,10 +23,11 @@ keep_upper_halve_diagonal = cp.ElementwiseKernel(
 )
 
 # Flags written by elementwise kernels, compiled once per dtype: a CuPy reduction
-# (``all``, ``any``, ``max``) on this CuPy is compiled anew for every array size (its
-# CUB kernel is specialised on the size), ~0.3 s of NVRTC each; the supernodal factor's
-# batches have a new size per level and class, and at n = 1,000,000 those compiles took
-# 28 s of a 42 s first fit on a fresh host.
+# (``all``, ``any``, ``max``) on the GPU host's CuPy 14.2 was compiled anew for every
+# array size (a cProfile of the first fit at n = 1,000,000: the batched Cholesky's 78
+# batches, 97 NVRTC compiles, ~0.3 s each); the supernodal factor's batches have a new
+# size per level and class, and those compiles took 28 s of a 42 s first fit on a fresh
+# host (``benchmarks/results/cold_fit_compiles_h100.json``).
 flag_not_positive = cp.ElementwiseKernel(
     "T d", "raw int32 flag",
     "if (!(d > 0) || isinf(d)) flag[0] = 1;",  # (NaN is not > 0)
