@@ -49,34 +49,31 @@ def _pool_bytes():
 
 class ordering:
     """Within the block, the supernodal analysis orders with ``spec`` ("LEAF:COVER_FROM",
-    COVER_FROM "none" for no covers; None: the library's defaults)."""
+    COVER_FROM "none" for no covers; None: the library's defaults), and the rows the
+    block appends to ``doc`` say which (with a spec)."""
 
-    def __init__(self, spec):
-        self.spec = spec
+    def __init__(self, spec, doc):
+        self.spec, self.doc = spec, doc
 
     def __enter__(self):
         self.saved = (_supernodal.LEAF_SIZE, _supernodal.COVER_FROM)
+        self.first = len(self.doc["results"])
         if self.spec is not None:
             leaf, cover = self.spec.split(":")
             _supernodal.LEAF_SIZE = int(leaf)
             _supernodal.COVER_FROM = 1 << 62 if cover == "none" else int(cover)
-        return f"leaf {_supernodal.LEAF_SIZE}, covers from " + (
-            "never" if _supernodal.COVER_FROM >= 1 << 62 else f"{_supernodal.COVER_FROM}")
 
     def __exit__(self, *exc):
+        if self.spec is not None:
+            described = f"leaf {_supernodal.LEAF_SIZE}, covers from " + (
+                "never" if _supernodal.COVER_FROM >= 1 << 62 else f"{_supernodal.COVER_FROM}")
+            for row in self.doc["results"][self.first:]:
+                row["ordering"] = described
         _supernodal.LEAF_SIZE, _supernodal.COVER_FROM = self.saved
 
 
-def estimate_row(device, n, order=None):
+def estimate_row(device, n):
     """The analysis of n points and what the estimator makes of it."""
-    with ordering(order) as described:
-        row = _estimate_row(device, n)
-    if order is not None:
-        row["ordering"] = described
-    return row
-
-
-def _estimate_row(device, n):
     ops = get_backend(device)
     X, y, kernel = sparse_gp_problem(n)
     like = _sparse.SparseLogMarginalLikelihood(ops, X, y, 1e-10, factorization="supernodal")
@@ -102,18 +99,7 @@ def _estimate_row(device, n):
 
 
 def rows_for(doc, device, n, points, reference_points, repeats, factorization,
-             optimizer=False, order=None):
-    with ordering(order) as described:
-        first = len(doc["results"])
-        _rows_for(doc, device, n, points, reference_points, repeats, factorization,
-                  optimizer)
-        if order is not None:
-            for row in doc["results"][first:]:
-                row["ordering"] = described
-
-
-def _rows_for(doc, device, n, points, reference_points, repeats, factorization,
-              optimizer):
+             optimizer=False):
     X, y, kernel = sparse_gp_problem(n)
     if device == "gpu":
         import cupy as cp
@@ -196,12 +182,15 @@ def main():
            "timing": "public methods, one run each: cold = the first call after the fit, "
                      "warm = the ones after it"}
     start = time.perf_counter()
-    cases = [lambda o=o: doc["results"].append(estimate_row(args.device, args.estimate_n, o))
-             for o in args.ordering]
-    cases += [lambda n=n, f=f, o=o: rows_for(doc, args.device, n, args.points,
-                                             args.reference_points, args.repeats, f,
-                                             args.optimizer, o)
-              for n in args.n for f in args.factorization for o in args.ordering]
+    def ordered(spec, run):
+        with ordering(spec, doc):
+            run()
+
+    cases = [lambda o=o: ordered(o, lambda: doc["results"].append(
+        estimate_row(args.device, args.estimate_n))) for o in args.ordering]
+    cases += [lambda n=n, f=f, o=o: ordered(o, lambda: rows_for(
+        doc, args.device, n, args.points, args.reference_points, args.repeats, f,
+        args.optimizer)) for n in args.n for f in args.factorization for o in args.ordering]
     run_cases(cases, doc, args.out)
     print(f"total {time.perf_counter() - start:.1f} s")
 
