@@ -33,6 +33,8 @@ def _points(rng, kind, n, d):
         return centres[rng.integers(0, 5, n)] + 0.02 * rng.standard_normal((n, d))
     if kind == "duplicates":  # every point three times
         return np.repeat(rng.uniform(0, 1, (n // 3, d)), 3, axis=0)
+    if kind == "offset":  # far from the origin: coordinates rounded to ~1e-4
+        return rng.uniform(0, 1, (n, d)) + 1e12
     if kind == "line":  # spread along one axis only
         X = np.zeros((n, d))
         X[:, 0] = rng.uniform(0, 1, n)
@@ -42,13 +44,17 @@ def _points(rng, kind, n, d):
 
 def _system(rng, X, radius):
     """The Wendland kernel matrix (+ 1e-2 I) on the pairs within ``radius`` (its CSR
-    pattern exactly those pairs) and its dense copy."""
+    pattern exactly those pairs) and its dense copy, zero off the pattern (far from the
+    origin the kernel's own distances round across the radius: at 1e12, values ~1e-10 on
+    pairs 0.05003 apart for a radius of 0.05; nearer, nothing is off the pattern)."""
     n = X.shape[0]
     rows, cols = neighbour_pairs(X, None, radius)
     S = sp.coo_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n)).tocsr()
     S.sort_indices()
     kernel = Wendland(radius, smoothness=1, dimension=X.shape[1])
-    dense = kernel(X) + 1e-2 * np.eye(n)
+    on_pattern = np.zeros((n, n), dtype=bool)
+    on_pattern[rows, cols] = True
+    dense = np.where(on_pattern, kernel(X), 0.0) + 1e-2 * np.eye(n)
     values = dense[np.repeat(np.arange(n), np.diff(S.indptr)), S.indices]
     return S, values, dense, kernel
 
@@ -66,7 +72,7 @@ def _assert_forms_exact(ops, factor, cross, dense):
     return Ks, W
 
 
-@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates", "line"])
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates", "line", "offset"])
 @pytest.mark.parametrize("d", [1, 2, 3])
 @pytest.mark.parametrize("cover_from", [0, 10**9])
 def test_nested_dissection_separates(rng, kind, d, cover_from):
@@ -198,7 +204,8 @@ def test_the_analysis_is_the_same_wherever_the_pattern_is(rng, device, kind, d, 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind,d,radius", [("uniform", 2, 0.05), ("uniform", 1, 0.01),
                                            ("uniform", 3, 0.15), ("clustered", 2, 0.04),
-                                           ("duplicates", 2, 0.08), ("line", 2, 0.03)])
+                                           ("duplicates", 2, 0.08), ("line", 2, 0.03),
+                                           ("offset", 2, 0.05)])
 @pytest.mark.parametrize("cover_from", [0, 10**9])
 def test_factor_equals_dense(rng, device, kind, d, radius, cover_from):
     ops = get_backend(device)
