@@ -257,6 +257,31 @@ def test_forms_in_many_chunks_and_the_gram_across_them(rng, monkeypatch, device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("points", [37, 80])
+def test_gram_in_chunks_of_its_own_size(rng, monkeypatch, device, points):
+    """The Gram's chunks hold at most m / GRAM_CHUNKS points (at least GRAM_CHUNK_MIN):
+    here chunks of a few points each, their pairs meeting on the supernodes both
+    reach, and the Gram equals the exact one; the quadratic forms keep their own
+    chunks."""
+    from skgpu.backends import _supernodal
+
+    ops = get_backend(device)
+    X = _points(rng, "uniform", 1200, 2)
+    S, values, dense, kernel = _system(rng, X, 0.06)
+    sym = SupernodalSymbolic.from_points(X, S.indptr, S.indices, 0.06, leaf_size=32)
+    factor = SupernodalFactor(ops, sym, ops.asarray(values))
+    monkeypatch.setattr(_supernodal, "GRAM_CHUNKS", 9)
+    monkeypatch.setattr(_supernodal, "GRAM_CHUNK_MIN", 2)
+    sizes = []
+    real = SupernodalFactor._chunks
+    monkeypatch.setattr(SupernodalFactor, "_chunks", lambda self, B, max_points=None: (
+        sizes.append(max_points) or real(self, B, max_points)))
+    X_test = rng.uniform(0, 1, (points, 2))
+    _assert_forms_exact(ops, factor, kernel(X_test, X), dense)
+    assert sizes == [None, -(-points // 9)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("route", ["batched", "one by one", "batches do not fit"])
 def test_forms_by_level_batches_and_one_by_one_equal_exact_ones(rng, monkeypatch, device,
                                                                 route):

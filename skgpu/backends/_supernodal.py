@@ -107,6 +107,10 @@ COVER_FROM = 1024
 CHUNK_BYTES = 1 << 30
 #: Test points at most in a chunk of the forward solves, by ``ops.forward_order``.
 CHUNK_POINTS = {"F": 4096, "C": 128}
+#: :meth:`SupernodalFactor.quadratic_form_matrix` takes its m points in chunks of at
+#: most ``m / GRAM_CHUNKS`` (and ``CHUNK_POINTS``), at least ``GRAM_CHUNK_MIN``.
+GRAM_CHUNKS = 16
+GRAM_CHUNK_MIN = 128
 #: Supernodes at most this wide go through the forward solves a level at a time: per
 #: chunk and level, one batched product with their ``[L_JJ⁻¹; L_RJ L_JJ⁻¹]`` blocks
 #: (made once per factorisation, zero-padded by width class) instead of a
@@ -149,6 +153,14 @@ def _fits_int32(a):
     flag = cp.zeros(1, dtype=cp.int32)
     flag_outside_int32(a, flag)
     return not bool(flag.get()[0])
+
+
+def _ranges(first, lengths):
+    """The ranges ``first[i]:first[i] + lengths[i]`` end to end (int64)."""
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if ends.size else 0
+    return np.repeat(np.asarray(first, dtype=np.int64) - ends + lengths, lengths) + np.arange(
+        total, dtype=np.int64)
 
 
 def _cover_separator(points, idx, lower, upper, x, cut, radius):
@@ -1095,14 +1107,16 @@ class SupernodalFactor:
         return J, xp.where(inside, d["rows_cat"][at], n)
 
     # --- sparse right-hand sides -------------------------------------------------------
-    def _chunks(self, B):
-        """The rows of the sparse (m, n) B (host CSR) in chunks close in the new order:
-        ``(points, reach, height, columns, local points, values)`` per chunk, the
-        entries as host arrays (columns in the new order), ``height`` the reach's
-        columns."""
+    def _chunks(self, B, max_points=None):
+        """The rows of the sparse (m, n) B (host CSR) in chunks close in the new order
+        (of at most ``max_points``, default ``CHUNK_POINTS``): ``(points, reach,
+        height, columns, local points, values)`` per chunk, the entries as host arrays
+        (columns in the new order), ``height`` the reach's columns."""
         import scipy.sparse as sp
 
         sym = self.symbolic
+        if max_points is None:
+            max_points = CHUNK_POINTS[self.ops.forward_order]
         B = sp.csr_matrix(B)
         m = B.shape[0]
         cols = sym.position[B.indices]
@@ -1120,9 +1134,9 @@ class SupernodalFactor:
         ends = np.concatenate([[0], ends])
         start = 0
         while start < points.size:
-            # the largest chunk (up to 4,096 points) whose dense block stays under
+            # the largest chunk (up to max_points) whose dense block stays under
             # CHUNK_BYTES (points close in the order share most of their reach)
-            size = min(points.size - start, CHUNK_POINTS[self.ops.forward_order])
+            size = min(points.size - start, max_points)
             while True:
                 chunk = points[start:start + size]
                 mine = entries[ends[start]:ends[start + size]]
@@ -1250,7 +1264,7 @@ class SupernodalFactor:
             out[:, W:] = xp.matmul(out[:, W:], inverse)
         out[:, :W] = inverse
 
-    def _forward_chunks(self, B, keep):
+    def _forward_chunks(self, B, keep, max_points=None):
         """Forward solves ``L⁻¹ P bᵢ`` through each chunk's reach; yields per chunk
         ``(points, reach, Y)`` with Y (height × points, ``ops.forward_order``) on the device,
         or the chunk's quadratic forms only (``keep`` False: ``(points, None, forms)``).
@@ -1267,7 +1281,7 @@ class SupernodalFactor:
         batches = self._level_batches()
         local = xp.empty(sym.n, dtype=np.int64)  # a reach column's row in the chunk's block
         r_all = sym.heights - sym.widths
-        for chunk, reach, height, cols, pts, vals in self._chunks(B):
+        for chunk, reach, height, cols, pts, vals in self._chunks(B, max_points):
             widths = sym.widths[reach]
             starts = np.concatenate([[0], np.cumsum(widths)])
             r = r_all[reach]
@@ -1337,28 +1351,34 @@ class SupernodalFactor:
     def quadratic_form_matrix(self, B):
         """``B A⁻¹ Bᵀ`` (dense (m, m), on the device) for the sparse (m, n) B: the Gram of
         the forward solves, each chunk's kept on its reach and the pairs of chunks
-        multiplied where their reaches meet."""
+        multiplied where their reaches meet (the supernodes both reach). The chunks
+        hold at most ``m / GRAM_CHUNKS`` points (not fewer than ``GRAM_CHUNK_MIN``): a
+        chunk's block is dense over its reach, so a chunk spread over much of the
+        domain multiplies mostly zeros, while its products with every other chunk are
+        the point of the call."""
         xp = self.ops.xp
         sym = self.symbolic
         m = B.shape[0]
         out = xp.zeros((m, m))
+        cap = min(CHUNK_POINTS[self.ops.forward_order],
+                  max(GRAM_CHUNK_MIN, -(-m // GRAM_CHUNKS)))
         solved = []
-        for chunk, reach, Y in self._forward_chunks(self._host_csr(B), keep=True):
-            widths = sym.widths[reach]
-            starts = np.concatenate([[0], np.cumsum(widths)])
-            columns = (np.repeat(sym.bounds[reach] - starts[:-1], widths)
-                       + np.arange(int(starts[-1])))
-            solved.append((chunk, columns, Y))
-        for i, (ci, cols_i, Yi) in enumerate(solved):
-            for cj, cols_j, Yj in solved[i:]:
-                common, a, b = np.intersect1d(cols_i, cols_j, assume_unique=True,
+        for chunk, reach, Y in self._forward_chunks(self._host_csr(B), keep=True,
+                                                    max_points=cap):
+            starts = np.concatenate([[0], np.cumsum(sym.widths[reach])])
+            solved.append((xp.asarray(chunk), reach, starts, Y))
+        for i, (ci, reach_i, starts_i, Yi) in enumerate(solved):
+            for cj, reach_j, starts_j, Yj in solved[i:]:
+                common, a, b = np.intersect1d(reach_i, reach_j, assume_unique=True,
                                               return_indices=True)
                 if not common.size:
                     continue
-                G = self.ops.gemm(Yi[xp.asarray(a)], Yj[xp.asarray(b)], trans_a=True)
-                ri, rj = xp.asarray(ci), xp.asarray(cj)
-                out[ri[:, None], rj[None, :]] = G
-                out[rj[:, None], ri[None, :]] = G.T
+                widths = sym.widths[common]
+                G = self.ops.gemm(Yi[xp.asarray(_ranges(starts_i[a], widths))],
+                                  Yj[xp.asarray(_ranges(starts_j[b], widths))],
+                                  trans_a=True)
+                out[ci[:, None], cj[None, :]] = G
+                out[cj[:, None], ci[None, :]] = G.T
         return out
 
     def _host_csr(self, B):
