@@ -190,7 +190,8 @@ def sparse_gp_scale_table(results_dir):
                 warm = row.get("warm_s") or []
                 check = row.get("std_max_rel_diff_vs_full_solves")
                 rows.append((
-                    f"{n_tag.removeprefix('n = ')} ({machine})",
+                    f"{n_tag.removeprefix('n = ')} ({machine}"
+                    + (", the process's first)" if fit.get("first_in_process") else ")"),
                     _fmt_seconds(fit["fit_s"]) if fit else "",
                     f"{_fmt_seconds(row['cold_s'])}, "
                     + (_fmt_seconds(sorted(warm)[len(warm) // 2]) if warm else ""),

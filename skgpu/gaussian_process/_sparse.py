@@ -432,7 +432,12 @@ def default_factorization(ops, n=None):
 #: ``benchmarks/results/cold_fit_compiles_h100.json``). On the H200
 #: (``benchmarks/results/sparse_gp_factorizations_h200.json``) skgpu's was faster at
 #: 200,000 too (0.55 against 1.37 s; 4.36 against 5.00 s) and at 1,000,000 (1.39
-#: against 8.05 s; 20.9 against 29.0 s).
+#: against 8.05 s; 20.9 against 29.0 s). Since the minimum-cover separators (H100,
+#: ``benchmarks/results/sparse_gp_factorizations_cover_h100.json``, skgpu's / cuDSS's):
+#: n = 20,000 the default fit 1.48 / 1.03 s (cuDSS still the faster); 100,000: 2.07 /
+#: 2.41 s, fit(optimizer=None) 0.21 / 0.44 s; 200,000: 2.79 / 4.03 s; 1,000,000: 12.2 /
+#: 21.9 s: so skgpu's from 100,000 (the crossing lies between 20,000 and 100,000,
+#: not measured finer).
 #: CPU, 2 cores (``benchmarks/results/sparse_gp_cpu_three_factors_2core.json``, the
 #: three in turn in one run): CHOLMOD is the fastest (one LML + gradient at n = 50,000
 #: 1.05 s, the default fit at 10,000 5.2 s, at 50,000 36.2 s), so it stays where cvxopt
@@ -442,7 +447,7 @@ SPARSE_FACTORIZATION = {"cpu": "auto", "gpu": "auto"}
 #: the backend's factor (``ops.sparse_factor``) -> the n from which ``"auto"`` takes
 #: skgpu's supernodal factor instead (none: never, CHOLMOD being the faster at every n
 #: measured; SuperLU: from any n).
-SUPERNODAL_FROM_N = {"cudss": 200_000, "superlu": 0}
+SUPERNODAL_FROM_N = {"cudss": 100_000, "superlu": 0}
 
 #: The backend operations the sparse GP needs: cuDSS's ``sparse_spd`` is not among them,
 #: skgpu's supernodal factor (dense kernels) standing in where cuDSS does not load.
