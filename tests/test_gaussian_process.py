@@ -157,6 +157,35 @@ def test_fit_and_predict_match_sklearn(rng, device, name, n_targets, normalize_y
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n_targets", [None, 1, 2])
+@pytest.mark.parametrize("normalize_y", [False, True])
+def test_predicted_cov_in_y_units_matches_sklearn(rng, monkeypatch, device, n_targets,
+                                                  normalize_y):
+    """The covariance scaled to y's units (one target: in place, on the prediction's
+    own array) as scikit-learn's, in shape and values, for y of one dimension, one
+    column and two; skgpu's own predict (not the small-call route to scikit-learn's),
+    and a second call the same as the first (nothing scaled twice)."""
+    from skgpu.gaussian_process import _gpr
+
+    monkeypatch.setattr(_gpr, "_reference_predict", lambda *a: False)
+    X, y = _data(rng, n_targets=n_targets)
+    if n_targets == 1:
+        y = y * 7.0 + 3.0  # (one column already)
+    params = dict(kernel=KERNELS["c_rbf_ard_white"], normalize_y=normalize_y,
+                  optimizer=None)
+    theirs = SkGPR(**params).fit(X, y)
+    X_test = rng.uniform(-2.5, 2.5, (40, 3))
+    _, cov_ref = theirs.predict(X_test, return_cov=True)
+    with skgpu.config_context(device=device):
+        ours = GaussianProcessRegressor(**params).fit(X, y)
+        first = ours.predict(X_test, return_cov=True)[1]
+        second = ours.predict(X_test, return_cov=True)[1]
+    assert first.shape == cov_ref.shape
+    assert_allclose_rel(first, cov_ref, 1e-9)
+    assert_allclose_rel(second, first, 1e-14)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_default_optimizer_reaches_sklearn_optimum(rng, device):
     X, y = _data(rng, n_targets=2)
     params = dict(kernel=KERNELS["c_rbf_ard_white"], n_restarts_optimizer=3,
