@@ -527,6 +527,14 @@ class CPUBackend:
         signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)
         return Q * signs, R * signs[:, None]
 
+    def svd_tall(self, X):
+        """``U, s, Vt`` of a tall X by a QR first (``X = QR``, ``R = Ũ S Vᵀ``,
+        ``U = Q Ũ``): U orthonormal to working precision whatever X's conditioning, not
+        ``X V / s``."""
+        Q, R = self.qr(X)
+        Ut, s, Vt = self.svd(R)
+        return self.matmul(Q, Ut), s, Vt
+
     def qr_r(self, X):
         R = sla.qr(X, mode="r", check_finite=False)[0][: min(X.shape)]
         signs = np.where(np.diag(R) < 0, -1.0, 1.0).astype(R.dtype)

@@ -323,10 +323,12 @@ def _loo_parts(ops, spec, yw, sqrt_sw, a_dev, inv, fit_intercept):
     # positive terms, free of the cancellation 1 - h has when h is close to one (wide X,
     # small alpha: it cost up to 1e-3 relative).
     G = _shrinkage(spec.lam[:, None], a_dev[None, :], xp)
-    D = ops.matmul(MM, G)
     if M.shape[1] == n - (1 if fit_intercept else 0):
-        return G, D, None
-    base = 1.0 - ops.matmul(MM, xp.ones((M.shape[1], 1), dtype=dtype)).ravel() - sw
+        return G, ops.matmul(MM, G), None
+    # ‖U_i‖² beside the sums of every alpha: one pass over M ∘ M
+    D = ops.matmul(MM, xp.concatenate([G, xp.ones((M.shape[1], 1), dtype=dtype)], axis=1))
+    base = 1.0 - D[:, -1] - sw
+    D = D[:, :-1]
     D += base[:, None]
     # yw - U Uᵀyw projected once more: the first projection leaves a component in U's
     # span of ε‖yw‖ (the residual is far smaller than yw when y is well fitted); the

@@ -249,16 +249,16 @@ def _decompose(ops, design, yw, mode, *, fit_intercept=False, need_u=True):
                 M = deflate.lift(M)
             MtY = ops.matmul(M.T, yw)
         else:
-            Q, R = ops.qr(design.X)
-            Ut, s, Vt = ops.svd(R)
-            V = Vt.T
             if need_u:
-                M = ops.matmul(Q, Ut)
+                M, s, Vt = ops.svd_tall(design.X)
                 MtY = ops.matmul(M.T, yw)
             else:
+                Q, R = ops.qr(design.X)
+                Ut, s, Vt = ops.svd(R)
                 M = None
                 MtY = ops.matmul(Ut.T, ops.matmul(Q.T, yw))
-            del Q
+                del Q
+            V = Vt.T
         lam = s * s
         orthonormal = True
     elif wide:

@@ -196,6 +196,10 @@ class GPUBackend:
         """Economy ``X = QR`` of a tall X, R with a positive diagonal (:func:`.tsqr.qr`)."""
         return tsqr.qr(self, X)
 
+    def svd_tall(self, X):
+        """``U, s, Vt`` of a tall X, U orthonormal from a QR (:func:`.tsqr.svd_tall`)."""
+        return tsqr.svd_tall(self, X)
+
     def randomized_svd(
         self, A, k, *, n_oversamples=10, n_iter="auto", power_iteration_normalizer="auto",
         random_state=None, transpose="auto",

@@ -138,3 +138,52 @@ def qr(ops, X, want_q=True):
             return out
     return cusolver.positive_diagonal(*cusolver.householder_qr(X, want_q=want_q))
 
+
+
+def svd_tall(ops, X):
+    """``U, s, Vt`` of a tall X, U orthonormal to working precision (from a QR, not as
+    ``X V / s``): :func:`_cholesky_svd` where CholeskyQR reaches that precision, else
+    Householder's ``Q`` (:func:`qr`'s route where CholeskyQR stops) times the left
+    singular vectors of its R."""
+    X = ops.asarray(X)
+    m, n = X.shape
+    if m >= n:
+        out = _cholesky_svd(ops, X)
+        if out is not None:
+            return out
+    Q, R = cusolver.positive_diagonal(*cusolver.householder_qr(X, want_q=True))
+    Ut, s, Vt = ops.svd(R)
+    return ops.matmul(Q, Ut), s, Vt
+
+
+def _cholesky_svd(ops, X, first_pass_limit=1e-4):
+    """The CholeskyQR passes of :func:`cholesky_qr_adaptive` (the same Gram matrices,
+    factors and stopping rule, with :func:`qr`'s second-pass limit), each pass's
+    multiplication carrying the rotation into the singular basis: with ``X = U B`` so
+    far and ``UᵀU = L Lᵀ``, ``X = Q (Lᵀ B)`` for ``Q = U L⁻ᵀ``; the SVD
+    ``Lᵀ B = Ũ S Vᵀ`` (p × p) gives the next ``U = U (L⁻ᵀ Ũ)``, one product on the tall
+    matrix where forming Q and then ``Q Ũ`` takes two. The check is on U itself:
+    ``‖UᵀU - I‖ = ‖QᵀQ - I‖`` for the orthogonal Ũ. None where CholeskyQR cannot reach
+    working precision (the caller then uses Householder's QR)."""
+    m, n = X.shape
+    eps = np.finfo(X.dtype).eps
+    tau = min(10.0 * eps * np.sqrt(m) * n, 1e-6)  # (cholesky_qr_adaptive's floor)
+    eye = cp.eye(n, dtype=X.dtype)
+    G = ops.matmul(X.T, X)
+    U, B = X, None
+    for step in range(3):
+        L, info = cusolver.potrf(G)
+        if info != 0:
+            return None
+        L = cp.tril(L)
+        Linv_t = cp.ascontiguousarray(cublas.triangular_inverse(L).T)
+        Ut, s, Vt = ops.svd(L.T if B is None else L.T @ B)
+        U = ops.matmul(U, Linv_t @ Ut)
+        B = s[:, None] * Vt
+        G = ops.matmul(U.T, U)
+        err = float(cp.linalg.norm(G - eye))
+        if err <= tau:
+            return U, s, Vt
+        if not np.isfinite(err) or (step == 0 and err > first_pass_limit):
+            return None
+    return (U, s, Vt) if err <= 100 * n * eps**0.5 else None
