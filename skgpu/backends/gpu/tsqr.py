@@ -139,7 +139,6 @@ def qr(ops, X, want_q=True):
     return cusolver.positive_diagonal(*cusolver.householder_qr(X, want_q=want_q))
 
 
-
 def svd_tall(ops, X):
     """``U, s, Vt`` of a tall X, U orthonormal to working precision (from a QR, not as
     ``X V / s``): :func:`_cholesky_svd` where CholeskyQR reaches that precision, else
