@@ -335,25 +335,33 @@ def test_svd_tall(ops, rng, dtype, cond):
 @pytest.mark.gpu
 @pytest.mark.parametrize("cond, householder", [(1.0, False), (1e3, False), (1e5, False),
                                                (1e9, True)])
-def test_svd_tall_gpu_route(rng, monkeypatch, cond, householder):
-    """float64 on the GPU: CholeskyQR's passes (one for cond 1, two from ~1e3) carry
-    the singular rotation without Householder's QR, which takes over beyond CholeskyQR2's
-    reach; the answer is the same either way (:func:`test_svd_tall`)."""
+@pytest.mark.parametrize("p", [40, 160])
+def test_svd_tall_gpu_route(rng, monkeypatch, cond, householder, p):
+    """float64 on the GPU: the Gram matrix's eigendecomposition, then CholeskyQR's passes
+    (none for cond 1, one from ~1e3) carry the singular rotation without Householder's
+    QR, which takes over beyond their reach; the answer is the same either way
+    (:func:`test_svd_tall`). p = 160 puts the eigensolve on the device (syevd), p = 40 on
+    the host."""
     import cupy as cp
 
     from skgpu.backends import get_backend
+    from skgpu.backends.gpu import backend as gpu_backend
     from skgpu.backends.gpu import cusolver, tsqr
 
-    calls = []
-    householder_qr = cusolver.householder_qr
+    calls, eigh = [], []
+    householder_qr, syevd = cusolver.householder_qr, cusolver.syevd
     monkeypatch.setattr(cusolver, "householder_qr",
                         lambda *a, **k: calls.append(1) or householder_qr(*a, **k))
-    X = _conditioned(rng, 3000, 40, cond)
+    monkeypatch.setattr(cusolver, "syevd", lambda *a, **k: eigh.append(1) or syevd(*a, **k))
+    X = _conditioned(rng, 3000, p, cond)
     U, s, Vt = tsqr.svd_tall(get_backend("gpu"), cp.asarray(X))
     assert bool(calls) == householder
+    assert bool(eigh) == (p > gpu_backend.HOST_EIGH_MAX)
     Uh = to_host(U)
-    assert np.linalg.norm(Uh.T @ Uh - np.eye(40)) <= 1e-12
+    assert np.linalg.norm(Uh.T @ Uh - np.eye(p)) <= 1e-12 * p / 40  # (a p × p error)
     assert np.linalg.norm(X - (Uh * to_host(s)) @ to_host(Vt)) <= 1e-13 * np.linalg.norm(X)
+    s_ref = np.linalg.svd(X, compute_uv=False)
+    assert np.max(np.abs(to_host(s) - s_ref)) <= 1e-13 * s_ref[0]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -751,3 +759,77 @@ def test_sparse_gp_likelihood_same_with_cholmod_and_superlu(rng, monkeypatch):
                                      factorization="backend")(kernel, True)
     assert chol[0] == pytest.approx(lu[0], rel=1e-10)
     assert_allclose_rel(chol[1], lu[1], 1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1000, 37), (2500, 256), (0, 5)])
+@pytest.mark.parametrize("columns", [1, 21, 32, 33])
+def test_squared_product(ops, rng, shape, columns):
+    """``(M ∘ M) G`` against exact sums (``math.fsum`` of the float64 products): the
+    GPU's one-pass kernel up to 32 columns of G, the formed ``M ∘ M`` beyond, F-ordered
+    M too."""
+    import math
+
+    M = rng.standard_normal(shape) * rng.uniform(0.1, 10.0, shape[1])
+    G = rng.standard_normal((shape[1], columns))
+    exact = np.array([[math.fsum((M[i] * M[i]) * G[:, k]) for k in range(columns)]
+                      for i in range(min(shape[0], 200))]).reshape(-1, columns)
+    scale = (M[:200] * M[:200]) @ np.abs(G)  # the sums' condition: Σ m² |g|
+    for order in "CF":
+        out = to_host(ops.squared_product(ops.asarray(np.asarray(M, order=order)),
+                                          ops.asarray(G)))
+        assert out.shape == (shape[0], columns)
+        assert np.all(np.abs(out[:200] - exact) <= 1e-14 * shape[1] * scale)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_centre_columns(ops, rng, dtype, weighted, order):
+    """``centre_columns``: the (weighted) mean against exact sums (``math.fsum``) to the
+    rounding of a sum of n terms in the data's dtype (√n·ε times the spread about the
+    first row: no loss to the offset of 1e6) and the centred data to that and their own
+    rounding, for column scales from 1e-3 to 1e3; a constant column exactly zero with
+    its exact mean; one row and F-ordered X (the GPU's route without its kernel) too."""
+    import math
+
+    from skgpu.backends import centre_columns
+
+    for n in (1, 1537):
+        X = (rng.standard_normal((n, 6)) * np.array([1e-3, 1.0, 1e3, 1.0, 1.0, 1.0])
+             + np.array([1e6, -3.0, 0.0, 7.25, 1e6, 0.0]))
+        X[:, 3] = 7.25  # constant
+        X = np.asarray(X.astype(dtype), order=order)
+        w = rng.uniform(0.5, 2.0, n) if weighted else np.ones(n)
+        w = w.astype(dtype).astype(np.float64)
+        X64 = X.astype(np.float64)
+        shifted = X64 - X64[0]  # (exact for float32 data; float64 within ε|x - x₀|)
+        delta = np.array([math.fsum(w * shifted[:, j]) / math.fsum(w) for j in range(6)])
+        exact = X64[0] + delta
+        centred, mean = centre_columns(ops, ops.asarray(X),
+                                       ops.asarray(w.astype(dtype)) if weighted else None)
+        centred, mean = to_host(centred), to_host(mean)
+        assert centred.dtype == np.dtype(dtype) and mean.dtype == np.dtype(dtype)
+        eps = np.finfo(dtype).eps
+        spread = np.abs(X64 - X64[0]).max(axis=0)
+        summed = np.sqrt(n) * eps * spread  # a sum of n terms of the spread's size
+        assert np.all(np.abs(mean - exact) <= 4 * eps * np.abs(exact) + summed)
+        assert mean[3] == np.float64(7.25).astype(dtype) and np.all(centred[:, 3] == 0)
+        assert np.all(np.abs(centred - (shifted - delta))
+                      <= 4 * eps * (np.abs(shifted - delta) + spread) + 2 * summed)
+
+
+@pytest.mark.gpu
+def test_centre_columns_past_the_grid_rows():
+    """The GPU's column sums take more rows a block where X has more than 65,535 blocks
+    of rows (40 million rows): the last rows count (they move the mean by 2.5)."""
+    import cupy as cp
+
+    from skgpu.backends import centre_columns, get_backend
+
+    n = 40_000_000
+    X = cp.random.default_rng(0).standard_normal((n, 1), dtype=cp.float32) + 5
+    X[-1_000_000:] += 100
+    exact = float(cp.sum(X, dtype=cp.float64)) / n
+    centred, mean = centre_columns(get_backend("gpu"), X)
+    assert abs(float(mean[0]) - exact) <= 1e-6 * abs(exact)
+    assert abs(float(cp.sum(centred, dtype=cp.float64))) <= 1e-6 * n

@@ -277,6 +277,38 @@ def test_non_finite_x_gets_sklearns_exact_error(rng, device, Estimator, dtype, b
         np.testing.assert_array_equal(ours.coef_, coef)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", ["first row", "middle", "last row", "weightless row"])
+@pytest.mark.parametrize("on_device", [False, True])
+def test_ridgecv_finds_non_finite_x_anywhere(rng, device, bad, where, on_device):
+    """RidgeCV's fit finds NaN or infinity wherever it lies: in the first row (the one
+    the GPU's centring subtracts from the rest), one of the last rows of a block of rows,
+    a row of zero sample weight; with scikit-learn's message, from NumPy and from
+    CuPy."""
+    if on_device and device != "gpu":
+        pytest.skip("CuPy input goes to the GPU")
+    X, y = make_regression_data(rng, 1500, 7)
+    row = {"first row": 0, "middle": 1023, "last row": 1499, "weightless row": 700}[where]
+    weights = rng.uniform(0.5, 2.0, X.shape[0])
+    weights[700] = 0.0
+    Xbad = X.copy()
+    Xbad[row, 4] = bad
+    want = "Input X contains " + ("NaN" if np.isnan(bad) else "infinity")
+
+    def convert(a):
+        if not on_device:
+            return a
+        import cupy as cp
+
+        return cp.asarray(a)
+
+    with skgpu.config_context(device=device):
+        for kwargs in ({}, {"sample_weight": weights}):
+            with pytest.raises(ValueError, match=want):
+                RidgeCV().fit(convert(Xbad), convert(y), **kwargs)
+
+
 # Ridge --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)

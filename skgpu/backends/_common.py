@@ -55,10 +55,15 @@ def centre_columns(ops, X, sample_weight=None):
     A constant column is centred to exact zeros and its mean is exact (a plain GEMV mean
     leaves residues of ~1e-16 relative: variances of 1e-32 and Ridge coefficients of
     1e-29 where exact arithmetic gives 0), and a large offset cancels before the mean is
-    summed. It costs one copy of X, as the plain centring, and one GEMV.
+    summed. It costs one copy of X, as the plain centring, and one GEMV; a backend may
+    do the same in fewer passes over X (``ops.centre_about_first_row``, None where it
+    does not).
     """
     if X.shape[0] == 0:
         return X.copy(), ops.column_mean(X, sample_weight)
+    out = ops.centre_about_first_row(X, sample_weight)
+    if out is not None:
+        return out
     shift = X[0].copy()
     centred = X - shift
     offset = ops.column_mean(centred, sample_weight)

@@ -114,19 +114,29 @@ def _preprocess(ops, inp, y, sample_weight, fit_intercept, dtype, owner=None):
     """
     xp = ops.xp
     X = ops.asarray(inp.data, dtype=dtype)
-    if not inp.finite:  # on the converted X (scikit-learn's message names float64): one
-        # fused sum on the GPU, scikit-learn's check on the CPU
-        assert_all_finite(X, owner, on_device=ops.memory == "device")
+    sparse = inp.sparse
+    on_device = ops.memory == "device"
+    # On the GPU a dense X's column sums, which the centring takes anyway, are not finite
+    # where X is not (NaN or infinity propagates through the sums of x - x₀): the check
+    # then reads X only where they say so (or where a finite X's sums overflow).
+    deferred = (not inp.finite and on_device and fit_intercept and not sparse
+                and X.shape[0] > 0 and X.flags.c_contiguous)
+    if not inp.finite and not deferred:  # on the converted X (scikit-learn's message
+        # names float64): one fused sum on the GPU, scikit-learn's check on the CPU
+        assert_all_finite(X, owner, on_device=on_device)
     y = ops.asarray(y, dtype=dtype)
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     n, p = X.shape
     sw = None if sample_weight is None else ops.asarray(sample_weight, dtype=dtype)
-    sparse = inp.sparse
     if fit_intercept:
         if sparse:
             X_offset = ops.column_mean(X, sw)
         else:
+            given = X
             X, X_offset = centre_columns(ops, X, sw)
+            if deferred and not np.isfinite(float(X_offset @ X_offset)):
+                assert_all_finite(given, owner, on_device=True)
+            del given
         w = xp.full(n, 1.0 / n, dtype=dtype) if sw is None else sw / sw.sum()
         y_offset = w @ y2
     else:

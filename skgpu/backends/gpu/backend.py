@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 
 from .._arrays import is_cupy_sparse, is_sparse, to_cupy
 from .._common import accurate_centred_gram, not_positive_definite
-from . import cublas, cublaslt, cusolver, cusparse, staging, tsqr
+from . import cublas, cublaslt, cusolver, cusparse, kernels, staging, tsqr
 from .cudss import GPUSparseSPDFactor
 from .kernels import sq_dist_kernel
 
@@ -77,17 +77,41 @@ class GPUBackend:
     # dense ----------------------------------------------------------------------------
     def column_mean(self, X, sample_weight=None):
         n = X.shape[0]
-        if sample_weight is None:
-            w = cp.full(n, 1.0 / n, dtype=X.dtype)
-        else:
-            w = cp.asarray(sample_weight, dtype=X.dtype)
-            w = w / w.sum()
+        w = (cp.full(n, 1.0 / n, dtype=X.dtype) if sample_weight is None
+             else _mean_weights(sample_weight, X.dtype))
         if is_sparse(X):
             # cuSPARSE's SpMV by the algorithm that sums in a fixed order (CuPy's product
             # does not: the mean, and every fit from it, would change from run to run)
             return self.spmm(X.T, w).ravel()
         # One GEMV; CuPy's X.mean(axis=0) on a C-ordered tall X is ~10x slower.
         return X.T @ w
+
+    def centre_about_first_row(self, X, sample_weight=None):
+        """``(X - x̄, x̄)`` as :func:`.._common.centre_columns` forms them (x̄ about X's
+        first row, the centred data with the same two roundings), in two passes over X
+        (:func:`.kernels.shifted_column_sums`, :data:`.kernels.shifted_centre`) where
+        that one takes five; None where X is not a non-empty C-ordered float32/float64
+        array on the device (the caller then centres it as usual)."""
+        if (not isinstance(X, cp.ndarray) or X.ndim != 2 or X.shape[0] == 0
+                or not X.flags.c_contiguous or X.dtype not in (np.float32, np.float64)):
+            return None
+        n, p = X.shape
+        if sample_weight is None:
+            offset = kernels.shifted_column_sums(X) / n
+        else:
+            offset = kernels.shifted_column_sums(X, _mean_weights(sample_weight, X.dtype))
+        first = X[0].copy()
+        delta = offset.astype(X.dtype)
+        return kernels.shifted_centre(X, first, delta, p), first + delta
+
+    def squared_product(self, M, G):
+        """``(M ∘ M) G``: one read of a C-ordered float64 M for G of up to
+        ``SQUARED_ROWS_MAX_COLUMNS`` columns (:func:`.kernels.squared_rows_product`),
+        else ``M ∘ M`` formed and multiplied."""
+        if (M.dtype == np.float64 and M.ndim == 2 and M.flags.c_contiguous
+                and G.shape[1] <= kernels.SQUARED_ROWS_MAX_COLUMNS):
+            return kernels.squared_rows_product(M, cp.ascontiguousarray(G, dtype=np.float64))
+        return self.matmul(M * M, G)
 
     def gram(self, X, mean=None):
         if is_sparse(X):
@@ -197,7 +221,8 @@ class GPUBackend:
         return tsqr.qr(self, X)
 
     def svd_tall(self, X):
-        """``U, s, Vt`` of a tall X, U orthonormal from a QR (:func:`.tsqr.svd_tall`)."""
+        """``U, s, Vt`` of a tall X, U orthonormal to working precision
+        (:func:`.tsqr.svd_tall`)."""
         return tsqr.svd_tall(self, X)
 
     def randomized_svd(
@@ -318,6 +343,12 @@ class GPUBackend:
     # sparse ---------------------------------------------------------------------------
     def sparse_spd(self, A, *, what="matrix") -> SparseFactor:
         return GPUSparseSPDFactor(A, what)
+
+
+def _mean_weights(sample_weight, dtype):
+    """Sample weights as the device's weights of a weighted mean (summing to one)."""
+    w = cp.asarray(sample_weight, dtype=dtype)
+    return w / w.sum()
 
 
 def _gaussian(random_state, size, dtype):

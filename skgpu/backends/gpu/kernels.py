@@ -1,6 +1,9 @@
-"""The backend's own elementwise CUDA kernels (compiled by CuPy at first use)."""
+"""The backend's own CUDA kernels, elementwise and raw (compiled by CuPy at first use)."""
+
+import functools
 
 import cupy as cp
+import numpy as np
 
 sq_dist_kernel = cp.ElementwiseKernel(
     "raw T X, raw T Y, int64 m, int64 d", "T out",
@@ -45,3 +48,122 @@ flag_outside_int32 = cp.ElementwiseKernel(
     "if (v > 2147483647LL || v < -2147483648LL) flag[0] = 1;",
     "skgpu_flag_outside_int32",
 )
+
+# Column sums of a tall C-ordered X about its first row, ``Σᵢ wᵢ (xᵢⱼ - x₀ⱼ)`` in float64,
+# one partial sum per block of rows (summed afterwards in a fixed order: the result does
+# not change from run to run, as atomics would make it). A thread reads one column of its
+# block, the threads of a block the neighbouring columns of the same rows (coalesced).
+_SHIFTED_SUMS_SOURCE = r"""
+template<typename T>
+__global__ void shifted_column_sums(const T* __restrict__ X, const T* __restrict__ w,
+                                    double* __restrict__ partial, long long n, long long p,
+                                    long long rows) {
+    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= p) return;
+    long long start = (long long)blockIdx.y * rows;
+    long long stop = start + rows < n ? start + rows : n;
+    double x0 = (double)X[j];
+    double acc = 0.0;
+    if (w == nullptr) {
+        #pragma unroll 8
+        for (long long i = start; i < stop; ++i) acc += (double)X[i * p + j] - x0;
+    } else {
+        #pragma unroll 8
+        for (long long i = start; i < stop; ++i) acc += (double)w[i] * ((double)X[i * p + j] - x0);
+    }
+    partial[(long long)blockIdx.y * p + j] = acc;
+}
+"""
+_shifted_sums_module = cp.RawModule(
+    code=_SHIFTED_SUMS_SOURCE, options=("-std=c++17",),
+    name_expressions=("shifted_column_sums<float>", "shifted_column_sums<double>"))
+#: Rows of X summed by one block of threads of :func:`shifted_column_sums` (more where X
+#: has over 65,535 times as many).
+SHIFTED_SUM_ROWS = 512
+
+
+def shifted_column_sums(X, w=None):
+    """``Σᵢ wᵢ (xᵢ - x₀)`` (float64, p) for a C-ordered float32/float64 n × p X with
+    n ≥ 1, ``w`` (X's dtype, n) or unit weights: one read of X."""
+    n, p = X.shape
+    name = "shifted_column_sums<%s>" % ("float" if X.dtype == cp.float32 else "double")
+    kernel = _shifted_sums_module.get_function(name)
+    threads = min(256, 32 * -(-p // 32))
+    rows = max(SHIFTED_SUM_ROWS, -(-n // 65535))  # (a grid has at most 65,535 rows)
+    blocks = (-(-p // threads), -(-n // rows))
+    partial = cp.empty((blocks[1], p), dtype=cp.float64)
+    weights = 0 if w is None else w
+    kernel(blocks, (threads,), (X, weights, partial, cp.int64(n), cp.int64(p),
+                                cp.int64(rows)))
+    # a GEMV over the blocks' partial sums (a CuPy reduction would compile for each size)
+    return cp.ones(blocks[1], dtype=cp.float64) @ partial
+
+
+#: ``(x - x₀) - δ`` column by column: X centred about its first row, then by the shifted
+#: data's mean, two roundings as in two passes, in one.
+shifted_centre = cp.ElementwiseKernel(
+    "T x, raw T x0, raw T delta, int64 p", "T out",
+    "long long j = i % p; out = (x - x0[j]) - delta[j];",
+    "skgpu_shifted_centre",
+)
+
+# ``(M ∘ M) G`` for a tall C-ordered float64 M (n × r) and a small G (r × c, c ≤ 32):
+# a warp per row reads the row once (its lanes along it, coalesced), each lane keeps the
+# c sums of its share, and the warp adds them up by shuffles.
+_SQUARED_ROWS_SOURCE = r"""
+extern "C" __global__ void squared_rows_product(const double* __restrict__ M,
+                                                const double* __restrict__ G,
+                                                double* __restrict__ out,
+                                                long long n, int r, int c) {
+    const int lane = threadIdx.x & 31;
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long i = warp; i < n; i += warps) {
+        double acc[32];
+        #pragma unroll
+        for (int k = 0; k < 32; ++k) acc[k] = 0.0;
+        const double* row = M + i * r;
+        for (int j = lane; j < r; j += 32) {
+            double m = row[j];
+            double m2 = m * m;
+            const double* g = G + (long long)j * c;
+            #pragma unroll
+            for (int k = 0; k < 32; ++k) if (k < c) acc[k] += m2 * __ldg(g + k);
+        }
+        #pragma unroll
+        for (int k = 0; k < 32; ++k) {
+            if (k < c) {
+                double v = acc[k];
+                #pragma unroll
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+                if (lane == 0) out[i * c + k] = v;
+            }
+        }
+    }
+}
+"""
+_squared_rows_kernel = cp.RawKernel(_SQUARED_ROWS_SOURCE, "squared_rows_product")
+#: The most columns of G that :func:`squared_rows_product` takes (its per-lane sums).
+SQUARED_ROWS_MAX_COLUMNS = 32
+
+
+def squared_rows_product(M, G):
+    """``(M ∘ M) G`` (float64, n × c) for C-ordered float64 M (n × r) and G (r × c),
+    c ≤ ``SQUARED_ROWS_MAX_COLUMNS``: one read of M, no n × r temporary."""
+    n, r = M.shape
+    c = G.shape[1]
+    out = cp.empty((n, c), dtype=cp.float64)
+    if n == 0:
+        return out
+    threads = 256
+    blocks = int(min(-(-n // (threads // 32)), 16 * _multiprocessors(cp.cuda.Device().id)))
+    _squared_rows_kernel((blocks,), (threads,), (M, G, out, cp.int64(n), np.int32(r),
+                                                 np.int32(c)))
+    return out
+
+
+@functools.cache
+def _multiprocessors(device):
+    """The device's number of multiprocessors (``Device.attributes`` asks for every
+    attribute: queried once per device)."""
+    return cp.cuda.Device(device).attributes["MultiProcessorCount"]
