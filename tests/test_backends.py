@@ -764,9 +764,8 @@ def test_sparse_gp_likelihood_same_with_cholmod_and_superlu(rng, monkeypatch):
 @pytest.mark.parametrize("shape", [(1, 1), (1000, 37), (2500, 256), (0, 5)])
 @pytest.mark.parametrize("columns", [1, 21, 32, 33])
 def test_squared_product(ops, rng, shape, columns):
-    """``(M ∘ M) G`` against exact sums (``math.fsum`` of the float64 products): the
-    GPU's one-pass kernel up to 32 columns of G, the formed ``M ∘ M`` beyond, F-ordered
-    M too."""
+    """``(M ∘ M) G`` against exact sums (``math.fsum`` of the float64 products), C- and
+    F-ordered M, no rows to 256 columns, G of 1 to 33 columns."""
     import math
 
     M = rng.standard_normal(shape) * rng.uniform(0.1, 10.0, shape[1])

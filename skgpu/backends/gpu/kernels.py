@@ -1,9 +1,6 @@
 """The backend's own CUDA kernels, elementwise and raw (compiled by CuPy at first use)."""
 
-import functools
-
 import cupy as cp
-import numpy as np
 
 sq_dist_kernel = cp.ElementwiseKernel(
     "raw T X, raw T Y, int64 m, int64 d", "T out",
@@ -106,64 +103,3 @@ shifted_centre = cp.ElementwiseKernel(
     "long long j = i % p; out = (x - x0[j]) - delta[j];",
     "skgpu_shifted_centre",
 )
-
-# ``(M ∘ M) G`` for a tall C-ordered float64 M (n × r) and a small G (r × c, c ≤ 32):
-# a warp per row reads the row once (its lanes along it, coalesced), each lane keeps the
-# c sums of its share, and the warp adds them up by shuffles.
-_SQUARED_ROWS_SOURCE = r"""
-extern "C" __global__ void squared_rows_product(const double* __restrict__ M,
-                                                const double* __restrict__ G,
-                                                double* __restrict__ out,
-                                                long long n, int r, int c) {
-    const int lane = threadIdx.x & 31;
-    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long i = warp; i < n; i += warps) {
-        double acc[32];
-        #pragma unroll
-        for (int k = 0; k < 32; ++k) acc[k] = 0.0;
-        const double* row = M + i * r;
-        for (int j = lane; j < r; j += 32) {
-            double m = row[j];
-            double m2 = m * m;
-            const double* g = G + (long long)j * c;
-            #pragma unroll
-            for (int k = 0; k < 32; ++k) if (k < c) acc[k] += m2 * __ldg(g + k);
-        }
-        #pragma unroll
-        for (int k = 0; k < 32; ++k) {
-            if (k < c) {
-                double v = acc[k];
-                #pragma unroll
-                for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
-                if (lane == 0) out[i * c + k] = v;
-            }
-        }
-    }
-}
-"""
-_squared_rows_kernel = cp.RawKernel(_SQUARED_ROWS_SOURCE, "squared_rows_product")
-#: The most columns of G that :func:`squared_rows_product` takes (its per-lane sums).
-SQUARED_ROWS_MAX_COLUMNS = 32
-
-
-def squared_rows_product(M, G):
-    """``(M ∘ M) G`` (float64, n × c) for C-ordered float64 M (n × r) and G (r × c),
-    c ≤ ``SQUARED_ROWS_MAX_COLUMNS``: one read of M, no n × r temporary."""
-    n, r = M.shape
-    c = G.shape[1]
-    out = cp.empty((n, c), dtype=cp.float64)
-    if n == 0:
-        return out
-    threads = 256
-    blocks = int(min(-(-n // (threads // 32)), 16 * _multiprocessors(cp.cuda.Device().id)))
-    _squared_rows_kernel((blocks,), (threads,), (M, G, out, cp.int64(n), np.int32(r),
-                                                 np.int32(c)))
-    return out
-
-
-@functools.cache
-def _multiprocessors(device):
-    """The device's number of multiprocessors (``Device.attributes`` asks for every
-    attribute: queried once per device)."""
-    return cp.cuda.Device(device).attributes["MultiProcessorCount"]
