@@ -90,9 +90,9 @@ class GPUBackend:
         """``(X - x̄, x̄)`` as :func:`.._common.centre_columns` forms them (x̄ about X's
         first row, the centred data with the same two roundings), in two passes over X
         (:func:`.kernels.shifted_column_sums`, :data:`.kernels.shifted_centre`) where
-        that one takes five; None where X is not a non-empty C-ordered float32/float64
-        array on the device (the caller then centres it as usual)."""
-        if (not isinstance(X, cp.ndarray) or X.ndim != 2 or X.shape[0] == 0
+        that one takes five; None where X is not a C-ordered float32/float64 array on
+        the device with rows and columns (the caller then centres it as usual)."""
+        if (not isinstance(X, cp.ndarray) or X.ndim != 2 or 0 in X.shape
                 or not X.flags.c_contiguous or X.dtype not in (np.float32, np.float64)):
             return None
         n, p = X.shape
