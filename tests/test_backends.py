@@ -786,23 +786,26 @@ def test_squared_product(ops, rng, shape, columns):
 def test_centre_columns(ops, rng, dtype, weighted, order):
     """``centre_columns``: the (weighted) mean against exact sums (``math.fsum``) to the
     rounding of a sum of n terms in the data's dtype (√n·ε times the spread about the
-    first row: no loss to the offset of 1e6) and the centred data to that and their own
-    rounding, for column scales from 1e-3 to 1e3; a constant column exactly zero with
-    its exact mean; one row and F-ordered X (the GPU's route without its kernel) too."""
+    first row: no loss to offsets of 1e6 and 1e12) and the centred data to that and
+    their own rounding, for column scales from 1e-8 to 1e8; a constant column exactly
+    zero with its exact mean; one row and F-ordered X (the GPU's route without its
+    kernel) too."""
     import math
 
     from skgpu.backends import centre_columns
 
+    scales = np.array([1e-3, 1.0, 1e3, 1.0, 1.0, 1.0, 1.0, 1e-8, 1e8])
+    offsets = np.array([1e6, -3.0, 0.0, 7.25, 1e6, 0.0, 1e12, 0.0, -5.0])
+    p = scales.size
     for n in (1, 1537):
-        X = (rng.standard_normal((n, 6)) * np.array([1e-3, 1.0, 1e3, 1.0, 1.0, 1.0])
-             + np.array([1e6, -3.0, 0.0, 7.25, 1e6, 0.0]))
+        X = rng.standard_normal((n, p)) * scales + offsets
         X[:, 3] = 7.25  # constant
         X = np.asarray(X.astype(dtype), order=order)
         w = rng.uniform(0.5, 2.0, n) if weighted else np.ones(n)
         w = w.astype(dtype).astype(np.float64)
         X64 = X.astype(np.float64)
         shifted = X64 - X64[0]  # (exact for float32 data; float64 within ε|x - x₀|)
-        delta = np.array([math.fsum(w * shifted[:, j]) / math.fsum(w) for j in range(6)])
+        delta = np.array([math.fsum(w * shifted[:, j]) / math.fsum(w) for j in range(p)])
         exact = X64[0] + delta
         centred, mean = centre_columns(ops, ops.asarray(X),
                                        ops.asarray(w.astype(dtype)) if weighted else None)
