@@ -144,9 +144,9 @@ class _LogMarginalLikelihood:
         if rows is not None:
             return lml, self._panel_gradient(kernel, a, P, rows)
         # no panels (a part scikit-learn evaluates): the whole matrices, one panel of all
-        grad = np.zeros(kernel.n_dims)
+        grad = xp.zeros(kernel.n_dims)
         self._contract(grads, self._weights(a, xp.ascontiguousarray(a.T), P, 0, n), 0, grad)
-        return lml, grad
+        return lml, np.asarray(ops.to_host(grad), dtype=np.float64)
 
     def _weights(self, a, aT, P, start, stop):
         """Rows ``start:stop`` of ``W = ½ααᵀ - T·P``: the gradient is ``Σ_ik W_ik (∂K/∂θ_j)_ik``
@@ -160,20 +160,23 @@ class _LogMarginalLikelihood:
     def _panel_gradient(self, kernel, a, P, rows):
         """The gradient panel by panel of rows: each panel's W and gradient terms made,
         contracted and dropped in turn."""
-        n = self.y.shape[0]
-        aT = self.ops.xp.ascontiguousarray(a.T)
-        grad = np.zeros(kernel.n_dims)
+        n, xp = self.y.shape[0], self.ops.xp
+        aT = xp.ascontiguousarray(a.T)
+        grad = xp.zeros(kernel.n_dims)
         for start in range(0, n, rows):
             stop = min(n, start + rows)
             _, thunks = evaluate(self.ops, kernel, self.X, None, True, rows=(start, stop))
             assert len(thunks) == grad.size, "one gradient term per hyper-parameter"
             self._contract(thunks, self._weights(a, aT, P, start, stop), start, grad)
             del thunks  # this panel's kernel terms, before the next panel's are made
-        return grad
+        return np.asarray(self.ops.to_host(grad), dtype=np.float64)
 
     def _contract(self, thunks, W, start, grad):
         """``grad[j] += Σ_ik W_ik (∂K/∂θ_j)_ik`` over the rows ``start:start + len(W)``,
-        each ``∂K/∂θ_j`` (``thunks[j]()``) made and dropped in turn."""
+        each ``∂K/∂θ_j`` (``thunks[j]()``) made and dropped in turn. ``grad`` is on the
+        backend (the device's, on the GPU): the sums stay there, and the caller reads
+        them once, after the last panel, where a read of each panel's sums waited for
+        its kernels before the next panel's could be queued."""
         ops, xp = self.ops, self.ops.xp
         groups = {}  # 'sqdiff' terms by the matrix C they share: (C, [(j, x, scale)])
         for j, thunk in enumerate(thunks):
@@ -182,11 +185,11 @@ class _LogMarginalLikelihood:
                 C, x, scale = term.value
                 groups.setdefault(id(C), (C, []))[1].append((j, x, scale))
             elif term.kind == "full":
-                grad[j] += float(xp.vdot(W, term.value))
+                grad[j] += xp.vdot(W, term.value)
             elif term.kind == "const":
-                grad[j] += term.value * float(W.sum())
+                grad[j] += W.sum() * term.value
             elif term.kind == "diag":
-                grad[j] += float(term.value @ xp.diagonal(W, offset=term.offset))
+                grad[j] += term.value @ xp.diagonal(W, offset=term.offset)
             else:
                 raise AssertionError(f"unknown kernel term kind {term.kind!r}")
             del term
@@ -200,10 +203,9 @@ class _LogMarginalLikelihood:
             S = ops.matmul(G, Xm)
             del G
             Xp = Xm[start:start + W.shape[0]]
-            quad = ops.to_host((Xp * Xp).T @ r + (Xm * Xm).T @ c
-                               - 2.0 * (Xp * S).sum(axis=0))
-            for (j, _, scale), value in zip(members, quad):
-                grad[j] += scale * float(value)
+            quad = (Xp * Xp).T @ r + (Xm * Xm).T @ c - 2.0 * (Xp * S).sum(axis=0)
+            for k, (j, _, scale) in enumerate(members):
+                grad[j] += quad[k] * scale
 
 
 def _predict(ops, kernel, X, X_train, lower, alpha, *, kdiag, return_std, return_cov):
