@@ -47,6 +47,24 @@ CPU_ROUNDS = 300
 GPU_TOLERANCE = 0.05
 #: Rounds and calls a round of each GPU row (timed in turns, every call alone).
 GPU_ROUNDS, GPU_CALLS = 5, 4
+#: Rows whose time is the host's as much as the GPU's, with the allowance that the hosts
+#: of one GPU model have been seen to need (the same code on H100 hosts, 2026-12-07: host
+#: A the baseline's, host B two runs an hour later). The PCA fit streamed from NumPy is
+#: pageable host memory copied into pinned buffers by the CPU, then PCIe: 40.5 ms on A,
+#: 46.9 and 51.5 ms on B (52.3 ms on the first baseline's host, 2026-12-05). The grid
+#: search is hundreds of small launches and reads to the host, paced by the CPU: 298 ms on
+#: A, 318 and 330 ms on B. A slowdown of those rows smaller than their allowance is not
+#: told apart from the host here (time it against the old tree on one host).
+HOST_BOUND_TOLERANCE = {
+    "PCA(16).fit NumPy 1M x 256 f32 (streamed)": 0.30,
+    "GridSearchCV(PCA -> RidgeCV) CuPy 500k x 256 f32, 5 folds x 4": 0.15,
+}
+
+
+def gpu_tolerance(case):
+    """The allowance of a GPU row: ``HOST_BOUND_TOLERANCE`` for a row timed mostly on
+    the host, ``GPU_TOLERANCE`` for the others."""
+    return HOST_BOUND_TOLERANCE.get(case, GPU_TOLERANCE)
 
 
 def bootstrap_ratio(ours, theirs, draws=2000, seed=0):
@@ -242,7 +260,8 @@ def check_gpu(update_baseline=False, report_only=False, rounds=GPU_ROUNDS, out=N
             ratio, lo, hi = bootstrap_ratio(t, base)
             row |= {"baseline_median_s": statistics.median(base), "ratio": ratio,
                     "interval": [lo, hi],
-                    "verdict": verdict(ratio, lo, hi, 1.0, GPU_TOLERANCE)}
+                    "tolerance": gpu_tolerance(case),
+                    "verdict": verdict(ratio, lo, hi, 1.0, gpu_tolerance(case))}
             if row["verdict"] == "slower":
                 failed.append(case)
             print(f"{case:62s} {1e3 * row['median_s']:7.2f}ms "
