@@ -20,7 +20,8 @@ its variance map), then the CPU rows. A GPU row has no peer in the same process 
 divide by, so its times are compared with the baseline's own times
 (``results/guard_baseline_gpu.json``, every call's time kept): the ratio of this run's
 median to the baseline's, both samples bootstrapped, and the same verdict with
-``GPU_TOLERANCE``. A GPU baseline is compared only on the GPU model it was measured on.
+``GPU_TOLERANCE`` (``HOST_BOUND_TOLERANCE`` for the rows the host paces). A GPU
+baseline is compared only on the GPU model it was measured on.
 """
 
 from __future__ import annotations
