@@ -761,25 +761,6 @@ def test_sparse_gp_likelihood_same_with_cholmod_and_superlu(rng, monkeypatch):
     assert_allclose_rel(chol[1], lu[1], 1e-6)
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (1000, 37), (2500, 256), (0, 5)])
-@pytest.mark.parametrize("columns", [1, 21, 32, 33])
-def test_squared_product(ops, rng, shape, columns):
-    """``(M ∘ M) G`` against exact sums (``math.fsum`` of the float64 products), C- and
-    F-ordered M, no rows to 256 columns, G of 1 to 33 columns."""
-    import math
-
-    M = rng.standard_normal(shape) * rng.uniform(0.1, 10.0, shape[1])
-    G = rng.standard_normal((shape[1], columns))
-    exact = np.array([[math.fsum((M[i] * M[i]) * G[:, k]) for k in range(columns)]
-                      for i in range(min(shape[0], 200))]).reshape(-1, columns)
-    scale = (M[:200] * M[:200]) @ np.abs(G)  # the sums' condition: Σ m² |g|
-    for order in "CF":
-        out = to_host(ops.squared_product(ops.asarray(np.asarray(M, order=order)),
-                                          ops.asarray(G)))
-        assert out.shape == (shape[0], columns)
-        assert np.all(np.abs(out[:200] - exact) <= 1e-14 * shape[1] * scale)
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("order", ["C", "F"])

@@ -433,10 +433,6 @@ class CPUBackend:
         """None: NumPy centres as fast in :func:`._common.centre_columns`'s passes."""
         return None
 
-    def squared_product(self, M, G):
-        """``(M ∘ M) G``."""
-        return (M * M) @ G
-
     def gram(self, X, mean=None):
         G = X.T @ X
         G = G.toarray() if sp.issparse(G) else np.asarray(G)

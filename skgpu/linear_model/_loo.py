@@ -307,12 +307,13 @@ def _loo_parts(ops, spec, yw, sqrt_sw, a_dev, inv, fit_intercept):
     dtype = np.dtype(np.float64)
     n = yw.shape[0]
     M = spec.M
+    MM = M * M
     sw = 0.0
     if fit_intercept:  # the intercept's share of the hat matrix, w_i / Σw
         sw = (xp.ones(n, dtype=dtype) / n if sqrt_sw is None
               else sqrt_sw * sqrt_sw / (sqrt_sw @ sqrt_sw))
     if not spec.orthonormal:  # M = Xw V (the eigen route for n > p): h = (M ∘ M) @ inv
-        D = 1.0 - ops.squared_product(M, inv)
+        D = 1.0 - ops.matmul(MM, inv)
         if fit_intercept:
             D -= sw[:, None]
         return -inv, D, yw
@@ -323,10 +324,9 @@ def _loo_parts(ops, spec, yw, sqrt_sw, a_dev, inv, fit_intercept):
     # small alpha: it cost up to 1e-3 relative).
     G = _shrinkage(spec.lam[:, None], a_dev[None, :], xp)
     if M.shape[1] == n - (1 if fit_intercept else 0):
-        return G, ops.squared_product(M, G), None
+        return G, ops.matmul(MM, G), None
     # ‖U_i‖² beside the sums of every alpha: one pass over M ∘ M
-    D = ops.squared_product(M, xp.concatenate([G, xp.ones((M.shape[1], 1), dtype=dtype)],
-                                              axis=1))
+    D = ops.matmul(MM, xp.concatenate([G, xp.ones((M.shape[1], 1), dtype=dtype)], axis=1))
     base = 1.0 - D[:, -1] - sw
     D = D[:, :-1]
     D += base[:, None]

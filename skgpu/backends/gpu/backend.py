@@ -104,14 +104,6 @@ class GPUBackend:
         delta = offset.astype(X.dtype)
         return kernels.shifted_centre(X, first, delta, p), first + delta
 
-    def squared_product(self, M, G):
-        """``(M ∘ M) G``: M ∘ M formed, then one cuBLASLt GEMM. (A kernel reading M once,
-        a warp per row with each lane's rows of G read through the cache, took 3.7 ms for
-        500,000 × 256 by 256 × 21 on an H100, more than RidgeCV's whole ``_loo_parts``
-        with this product in an earlier profile, 2.5 ms: its loads of G were strided
-        across the warp. A tiled kernel is still to be measured.)"""
-        return self.matmul(M * M, G)
-
     def gram(self, X, mean=None):
         if is_sparse(X):
             G = (X.T @ X).toarray()
