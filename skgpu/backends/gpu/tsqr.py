@@ -151,10 +151,10 @@ def qr(ops, X, want_q=True):
 
 def svd_tall(ops, X):
     """``U, s, Vt`` of a tall X, U orthonormal to working precision (from X's Gram matrix
-    and a check on UᵀU, not as an unchecked ``X V / s``): :func:`_gram_svd` (float64,
-    RidgeCV's dtype) or :func:`_cholesky_svd` (float32) where their passes reach that
-    precision, else Householder's ``Q`` (:func:`qr`'s route where CholeskyQR stops)
-    times the left singular vectors of its R.
+    and a check on UᵀU, not as an unchecked ``X V / s``): :func:`_svd_passes` from a
+    first pass by :func:`_whiten` (float64, RidgeCV's dtype) or :func:`_cholesky_first`
+    (float32) where the passes reach that precision, else Householder's ``Q``
+    (:func:`qr`'s route where CholeskyQR stops) times the left singular vectors of its R.
 
     float32 keeps the Cholesky first pass: with the eigendecomposition's instead, V came
     out orthogonal only to 6.3e-5 (13·ε·p) at cond 1, p = 40, on an H100 (the test's
@@ -162,7 +162,7 @@ def svd_tall(ops, X):
     X = ops.asarray(X)
     m, n = X.shape
     if m >= n:
-        out = (_gram_svd if X.dtype == np.float64 else _cholesky_svd)(ops, X)
+        out = _svd_passes(ops, X, _whiten if X.dtype == np.float64 else _cholesky_first)
         if out is not None:
             return out
     Q, R = cusolver.positive_diagonal(*cusolver.householder_qr(X, want_q=True))
@@ -170,37 +170,25 @@ def svd_tall(ops, X):
     return ops.matmul(Q, Ut), s, Vt
 
 
-def _gram_svd(ops, X, first_pass_limit=1e-4):
-    """``U, s, Vt`` of a tall X by passes over it that each keep ``X = U B`` (B = S Vᵀ)
-    and make U more orthonormal, stopping as :func:`cholesky_qr_adaptive` does (the same
-    floor, :func:`qr`'s second-pass limit); None where they cannot reach working
-    precision (the caller then uses Householder's QR).
-
-    The first pass whitens X by the eigendecomposition of its Gram matrix: ``XᵀX = V Λ
-    Vᵀ`` gives ``U = X (V Λ^-½)``, ``s = √λ`` (one symmetric eigensolve of p × p, where
-    a Cholesky pass needs potrf, a triangular inverse and an SVD of Lᵀ). Like a
-    CholeskyQR pass it leaves ``‖UᵀU - I‖ ≈ ε·cond(X)²``; X = U S Vᵀ holds to the
-    product's rounding whatever that error, so an orthonormal U makes it an SVD to
-    working precision. A later pass is a CholeskyQR pass carrying the rotation into the
-    singular basis: with ``UᵀU = L Lᵀ``, ``X = Q (Lᵀ B)`` for ``Q = U L⁻ᵀ``; the SVD
-    ``Lᵀ B = Ũ S Vᵀ`` (p × p) gives the next ``U = U (L⁻ᵀ Ũ)``, one product on the tall
-    matrix. The check is on U itself, through the Gram matrix the next pass needs.
-    """
+def _svd_passes(ops, X, first_pass, first_pass_limit=1e-4):
+    """``U, s, Vt`` of a tall X by passes over it that each keep ``X = U S Vᵀ`` and make U
+    more orthonormal, stopping as :func:`cholesky_qr_adaptive` does (the same floor τ,
+    :func:`qr`'s second-pass limit); None where they cannot reach working precision (the
+    caller then uses Householder's QR). ``first_pass(ops, X)`` gives the first
+    ``(U, s, Vt)`` or None; each later pass is :func:`_cholesky_svd_pass`. The check is
+    on U itself, through the Gram matrix the next pass needs. Every pass leaves
+    ``‖UᵀU - I‖ ≈ ε·cond²`` of what it started from, while ``X = U S Vᵀ`` holds to the
+    products' rounding whatever that error: an orthonormal U makes it an SVD to working
+    precision (a wrong singular value shows as ‖Uᵢ‖ ≠ 1 and fails the check)."""
     m, n = X.shape
     eps = np.finfo(X.dtype).eps
     tau = min(10.0 * eps * np.sqrt(m) * n, 1e-6)  # (cholesky_qr_adaptive's floor)
     eye = cp.eye(n, dtype=X.dtype)
-    G = ops.matmul(X.T, X)
-    try:
-        lam, V = ops.eigh(G)  # descending
-    except np.linalg.LinAlgError:  # (syevd did not converge: NaN in X, for one)
-        return None
-    if n == 0 or not float(lam[-1]) > 0.0:  # (NaN too) rank deficient to working precision
-        return None
-    s = cp.sqrt(lam)
-    U = ops.matmul(X, cp.ascontiguousarray(V / s[None, :]))
-    Vt = cp.ascontiguousarray(V.T)
+    out = first_pass(ops, X)
     for step in range(3):
+        if out is None:
+            return None
+        U, s, Vt = out
         G = ops.matmul(U.T, U)
         err = float(cp.linalg.norm(G - eye))
         if err <= tau:
@@ -209,43 +197,44 @@ def _gram_svd(ops, X, first_pass_limit=1e-4):
             return None
         if step == 2:
             break
-        factor = _cholesky_factor(G, G.dtype)
-        if factor is None:
-            return None
-        L, Linv_t = factor
-        Ut, s, Vt = ops.svd(L.T @ (s[:, None] * Vt))
-        U = ops.matmul(U, Linv_t @ Ut)
+        out = _cholesky_svd_pass(ops, U, G, s[:, None] * Vt)
     return (U, s, Vt) if err <= 100 * n * eps**0.5 else None
 
 
-def _cholesky_svd(ops, X, first_pass_limit=1e-4):
-    """The CholeskyQR passes of :func:`cholesky_qr_adaptive` (the same Gram matrices,
-    factors and stopping rule, with :func:`qr`'s second-pass limit), each pass's
-    multiplication carrying the rotation into the singular basis: with ``X = U B`` so
-    far and ``UᵀU = L Lᵀ``, ``X = Q (Lᵀ B)`` for ``Q = U L⁻ᵀ``; the SVD
-    ``Lᵀ B = Ũ S Vᵀ`` (p × p) gives the next ``U = U (L⁻ᵀ Ũ)``, one product on the tall
-    matrix where forming Q and then ``Q Ũ`` takes two. The check is on U itself:
-    ``‖UᵀU - I‖ = ‖QᵀQ - I‖`` for the orthogonal Ũ. None where CholeskyQR cannot reach
-    working precision (the caller then uses Householder's QR)."""
-    m, n = X.shape
-    eps = np.finfo(X.dtype).eps
-    tau = min(10.0 * eps * np.sqrt(m) * n, 1e-6)  # (cholesky_qr_adaptive's floor)
-    eye = cp.eye(n, dtype=X.dtype)
+def _cholesky_svd_pass(ops, U, G, B=None):
+    """One CholeskyQR pass carrying the rotation into the singular basis, for ``X = U B``
+    (B the identity where None) and ``G = UᵀU = L Lᵀ``: ``X = Q (Lᵀ B)`` with
+    ``Q = U L⁻ᵀ``, and the SVD ``Lᵀ B = Ũ S Vᵀ`` (p × p) gives ``(U (L⁻ᵀ Ũ), s, Vt)``: one
+    product on the tall matrix where forming Q and then ``Q Ũ`` takes two. None where
+    potrf fails."""
+    factor = _cholesky_factor(G, G.dtype)
+    if factor is None:
+        return None
+    L, Linv_t = factor
+    Ut, s, Vt = ops.svd(L.T if B is None else L.T @ B)
+    return ops.matmul(U, Linv_t @ Ut), s, Vt
+
+
+def _cholesky_first(ops, X):
+    """The first pass from X's Cholesky factor (:func:`_cholesky_svd_pass` of ``X = X I``):
+    the passes then are :func:`cholesky_qr_adaptive`'s, with its factors."""
+    return _cholesky_svd_pass(ops, X, ops.matmul(X.T, X))
+
+
+def _whiten(ops, X):
+    """The first pass from the eigendecomposition of X's Gram matrix: ``XᵀX = V Λ Vᵀ``
+    gives ``U = X (V Λ^-½)``, ``s = √λ`` (one symmetric eigensolve of p × p, where a
+    Cholesky pass needs potrf, a triangular inverse and an SVD of Lᵀ); None where the
+    eigensolver does not converge (NaN in X, for one) or X is rank deficient to working
+    precision."""
+    n = X.shape[1]
     G = ops.matmul(X.T, X)
-    U, B = X, None
-    for step in range(3):
-        L, info = cusolver.potrf(G)
-        if info != 0:
-            return None
-        L = cp.tril(L)
-        Linv_t = cp.ascontiguousarray(cublas.triangular_inverse(L).T)
-        Ut, s, Vt = ops.svd(L.T if B is None else L.T @ B)
-        U = ops.matmul(U, Linv_t @ Ut)
-        B = s[:, None] * Vt
-        G = ops.matmul(U.T, U)
-        err = float(cp.linalg.norm(G - eye))
-        if err <= tau:
-            return U, s, Vt
-        if not np.isfinite(err) or (step == 0 and err > first_pass_limit):
-            return None
-    return (U, s, Vt) if err <= 100 * n * eps**0.5 else None
+    try:
+        lam, V = ops.eigh(G)  # descending
+    except np.linalg.LinAlgError:
+        return None
+    if n == 0 or not float(lam[-1]) > 0.0:  # (NaN too)
+        return None
+    s = cp.sqrt(lam)
+    return (ops.matmul(X, cp.ascontiguousarray(V / s[None, :])), s,
+            cp.ascontiguousarray(V.T))
