@@ -15,7 +15,6 @@ from .._arrays import is_cupy_sparse, is_sparse, to_cupy
 from .._common import accurate_centred_gram, not_positive_definite
 from . import cublas, cublaslt, cusolver, cusparse, kernels, staging, tsqr
 from .cudss import GPUSparseSPDFactor
-from .kernels import sq_dist_kernel
 
 if TYPE_CHECKING:
     from ..interface import SparseFactor
@@ -173,7 +172,7 @@ class GPUBackend:
         X = cp.ascontiguousarray(self.asarray(X))
         Y = cp.ascontiguousarray(self.asarray(Y, dtype=X.dtype))
         out = cp.empty((X.shape[0], Y.shape[0]), dtype=X.dtype)
-        sq_dist_kernel(X, Y, Y.shape[0], X.shape[1], out)
+        kernels.sq_dist_kernel(X, Y, Y.shape[0], X.shape[1], out)
         return out
 
     def scale_rows(self, X, s):
