@@ -3,34 +3,37 @@
 Estimators call :func:`run_with_fallback` (or :func:`select_backend`) and write their
 solvers once against the operation set that both backends implement:
 
-===================  ==================================================================
-operation            meaning
-===================  ==================================================================
-``asarray``          input on the backend (dense, or sparse kept sparse)
-``to_host``          backend array to NumPy
-``free_bytes``       memory the device (or the host) can still give
-``csr_matrix``       a CSR matrix on the backend from its arrays (or from coordinates:
-                     ``csr_from_coo``)
-``column_mean``      (weighted) column mean by one GEMV
-``gram``             ``XᵀX`` with the centering ``- n·μμᵀ`` folded in
-``centred_gram``     ``(μ, (X-μ)ᵀ(X-μ))`` (and X on the backend, if asked); a large
-                     NumPy X is streamed to the GPU in chunks
-``matmul``           ``a @ b (+ bias)``: cuBLASLt with the BIAS epilog on the GPU
-``spmm``             sparse @ dense
-``scale_rows``       ``diag(s) @ X``, sparse kept sparse
-``sq_dist``          squared Euclidean distances by exact differences
-``eigh``             all or the ``top`` largest eigenpairs, descending
-``svd``              economy SVD (gesvdj on the GPU)
-``randomized_svd``   Halko et al., scikit-learn's steps and random draws
-``qr``               ``(Q, R)`` of a tall-skinny QR, R with a positive diagonal
-``qr_r``             R factor of a tall-skinny QR, positive diagonal
-``cholesky``         factor with ``solve``, ``logdet``, ``inverse``, ``half_inverse``
-``solve_triangular`` ``L⁻¹ B`` for a lower-triangular L (``solve_triangular_right``:
-                     ``C L⁻ᵀ`` in place)
-``sparse_spd``       sparse SPD factor (:class:`~.interface.SparseFactor`): ``solve``,
-                     ``logdet``, ``refactor``, ``quadratic_forms`` (``bᵢᵀ A⁻¹ bᵢ``)
-                     and ``quadratic_form_matrix`` (``B A⁻¹ Bᵀ``)
-===================  ==================================================================
+===========================  ==================================================================
+operation                    meaning
+===========================  ==================================================================
+``asarray``                  input on the backend (dense, or sparse kept sparse)
+``to_host``                  backend array to NumPy
+``free_bytes``               memory the device (or the host) can still give
+``csr_matrix``               a CSR matrix on the backend from its arrays (or from coordinates:
+                             ``csr_from_coo``)
+``column_mean``              (weighted) column mean by one GEMV
+``centre_about_first_row``   ``(X - x̄, x̄)`` in two passes over X (the GPU's own kernels),
+                             or None: ``_common.centre_columns`` then centres in its own passes
+``gram``                     ``XᵀX`` with the centering ``- n·μμᵀ`` folded in
+``centred_gram``             ``(μ, (X-μ)ᵀ(X-μ))`` (and X on the backend, if asked); a large
+                             NumPy X is streamed to the GPU in chunks
+``matmul``                   ``a @ b (+ bias)``: cuBLASLt with the BIAS epilog on the GPU
+``spmm``                     sparse @ dense
+``scale_rows``               ``diag(s) @ X``, sparse kept sparse
+``sq_dist``                  squared Euclidean distances by exact differences
+``eigh``                     all or the ``top`` largest eigenpairs, descending
+``svd``                      economy SVD (gesvdj on the GPU)
+``randomized_svd``           Halko et al., scikit-learn's steps and random draws
+``qr``                       ``(Q, R)`` of a tall-skinny QR, R with a positive diagonal
+``qr_r``                     R factor of a tall-skinny QR, positive diagonal
+``svd_tall``                 ``U, s, Vt`` of a tall X, U orthonormal to working precision
+``cholesky``                 factor with ``solve``, ``logdet``, ``inverse``, ``half_inverse``
+``solve_triangular``         ``L⁻¹ B`` for a lower-triangular L (``solve_triangular_right``:
+                             ``C L⁻ᵀ`` in place)
+``sparse_spd``               sparse SPD factor (:class:`~.interface.SparseFactor`): ``solve``,
+                             ``logdet``, ``refactor``, ``quadratic_forms`` (``bᵢᵀ A⁻¹ bᵢ``)
+                             and ``quadratic_form_matrix`` (``B A⁻¹ Bᵀ``)
+===========================  ==================================================================
 
 The signatures are the :class:`~skgpu.backends.interface.Backend` protocol, which mypy
 checks both backends against. What the GPU backend supports is declared once, in
@@ -84,10 +87,10 @@ def _why(exc):
 
 
 OPERATIONS = (
-    "asarray", "to_host", "free_bytes", "csr_matrix", "csr_from_coo", "column_mean", "gram",
-    "centred_gram", "matmul", "spmm", "scale_rows", "sq_dist", "eigh", "svd",
-    "randomized_svd", "qr", "qr_r", "cholesky", "solve_triangular", "solve_triangular_right",
-    "sparse_spd",
+    "asarray", "to_host", "free_bytes", "csr_matrix", "csr_from_coo", "column_mean",
+    "centre_about_first_row", "gram", "centred_gram", "matmul", "spmm", "scale_rows",
+    "sq_dist", "eigh", "svd", "randomized_svd", "qr", "qr_r", "svd_tall", "cholesky",
+    "solve_triangular", "solve_triangular_right", "sparse_spd",
 )
 
 #: Extra library each GPU operation needs beyond CuPy, nvmath-python and cuSOLVER.
