@@ -4,6 +4,7 @@
     python benchmarks/run_all.py --quick         # any machine, CPU only, ~9 s on 2 cores
     python benchmarks/run_all.py --check         # the guard (benchmarks/_guard.py): rows
                                                  # against the committed baseline
+    python benchmarks/run_all.py --check --scale 2 --report-only  # its GPU rows at 2x sizes
     python benchmarks/run_all.py --plot-from benchmarks/results/suite_h200.json
 
 Writes ``suite_<tag>.json`` (machine, library versions, one row per measurement: median,
@@ -381,7 +382,12 @@ def main():
     parser.add_argument("--report-only", action="store_true",
                         help="with --check: report, never fail")
     parser.add_argument("--out", default=None, help="with --check: write its JSON here")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="with --check on a GPU host: the GPU rows at this multiple of "
+                             "their sizes (0.5, 2: rows without a baseline, reported only)")
     args = parser.parse_args()
+    if args.update_baseline and args.scale != 1.0:
+        parser.error("--update-baseline keeps the rows at --scale 1 only")
     if args.check:
         import _guard
 
@@ -393,7 +399,8 @@ def main():
             if args.out:
                 out_gpu = Path(args.out).with_name(Path(args.out).stem + "_gpu.json")
             status |= _guard.check_gpu(update_baseline=args.update_baseline,
-                                       report_only=args.report_only, out=out_gpu)
+                                       report_only=args.report_only, out=out_gpu,
+                                       scale=args.scale)
         # (the CPU baseline is the 2-core machine's: a GPU host rewrites only its own)
         status |= _guard.check_cpu(update_baseline=args.update_baseline and not GPU,
                                    report_only=args.report_only,

@@ -45,17 +45,18 @@ def test_a_host_bound_gpu_row_has_the_allowance_the_hosts_need():
     """The streamed PCA row (host memory copies and PCIe, 40-52 ms on H100 hosts for the
     same code) is allowed 30 %; a row of the GPU's own is allowed GPU_TOLERANCE. A 27 %
     slowdown is 'same' on the first and 'slower' on the second, the same per-call times."""
-    import inspect
-
     rng = np.random.default_rng(4)
     base = _times(rng, 40e-3, 0.02, n=20)
     slow = _times(rng, 51e-3, 0.02, n=20)
     ratio, lo, hi = _guard.bootstrap_ratio(slow, base)
-    streamed = "PCA(16).fit NumPy 1M x 256 f32 (streamed)"
-    for case in _guard.HOST_BOUND_TOLERANCE:  # rows the guard runs
-        assert f'"{case}"' in inspect.getsource(_guard.gpu_cases)
+    names = _guard.gpu_case_names()
+    streamed = names["streamed"]
+    for start in _guard.HOST_BOUND_TOLERANCE:  # rows the guard runs, at every scale
+        for scale in (0.5, 1.0, 2.0):
+            assert any(name.startswith(start)
+                       for name in _guard.gpu_case_names(scale).values())
     assert _guard.verdict(ratio, lo, hi, 1.0, _guard.gpu_tolerance(streamed)) == "same"
-    ridge = "RidgeCV.fit CuPy 500k x 256 f64, 20 alphas (LOO)"
+    ridge = names["ridge"]
     assert _guard.gpu_tolerance(ridge) == _guard.GPU_TOLERANCE
     assert _guard.verdict(ratio, lo, hi, 1.0, _guard.gpu_tolerance(ridge)) == "slower"
     faster = _times(rng, 30e-3, 0.02, n=20)
@@ -87,3 +88,20 @@ def test_the_check_command_reports_every_row(tmp_path):
             assert row["verdict"] in ("same", "faster", "slower")
         else:  # a ratio to another scikit-learn's time is not compared
             assert row["baseline"] is None and row["verdict"] == "no baseline"
+
+
+def test_the_gpu_rows_keep_the_baselines_names_and_scale_their_sizes():
+    """At scale 1 the GPU rows are named exactly as the committed baseline's rows (a
+    renamed row would go unguarded, 'no baseline'); at 0.5 and 2 every name differs from
+    them and carries the scaled sizes."""
+    committed = json.loads(_guard.GPU_BASELINE.read_text())
+    names = {r["case"] for r in committed["results"]}
+    assert names == set(_guard.gpu_case_names().values())
+    half, double = _guard.gpu_case_names(0.5), _guard.gpu_case_names(2.0)
+    assert not set(half.values()) & names
+    assert not set(double.values()) & names
+    assert double["ridge"].startswith("RidgeCV.fit CuPy 1M x 256 f64")
+    assert half["pca"] == "PCA(16).fit CuPy 500k x 256 f32"
+    assert double["dense"] == "GP dense LML + gradient n=40,000 d=8"
+    assert half["std"] == "GP sparse predict std, 5,000 of n=100,000"
+    assert _guard.gpu_sizes(2.0)["pca"] == 2_000_000
