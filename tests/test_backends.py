@@ -615,6 +615,46 @@ def test_cholesky_qr_on_long_float32_needs_no_householder(rng, monkeypatch, dtyp
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["C", "F", "1-D", "3-D", "strided"])
+@pytest.mark.parametrize("rows_per_chunk", [1, 7, 1000])
+@pytest.mark.parametrize("pinned", [True, False])
+def test_a_large_result_comes_to_the_host_whole(rng, monkeypatch, dtype, layout,
+                                                rows_per_chunk, pinned):
+    """``to_host`` of a large device array (through two pinned buffers in row chunks,
+    an uneven last one; without pinned memory or for a strided view by CuPy's copy) gives
+    every value of the array, made on another stream just before the copy, in its
+    layout."""
+    import cupy as cp
+    import cupyx
+
+    from skgpu.backends import get_backend
+    from skgpu.backends.gpu import staging
+
+    if not pinned:
+        def no_pinned(*args, **kwargs):
+            raise MemoryError("no pinned memory in this test")
+
+        monkeypatch.setattr(cupyx, "empty_pinned", no_pinned)
+    shape = {"C": (301, 13), "F": (301, 13), "1-D": (3001,), "3-D": (301, 5, 3),
+             "strided": (602, 13)}[layout]
+    expected = rng.standard_normal(shape).astype(dtype)
+    row_bytes = expected[0].nbytes if expected.ndim > 1 else expected.itemsize
+    monkeypatch.setattr(staging, "TO_HOST_MIN_BYTES", 0)
+    monkeypatch.setattr(staging, "STREAM_CHUNK_BYTES", rows_per_chunk * row_bytes)
+    with cp.cuda.Stream(non_blocking=True):
+        a = cp.asarray(expected) * 3  # the copy must wait for this product
+        if layout == "F":
+            a = cp.asfortranarray(a)
+        elif layout == "strided":
+            a, expected = a[::2], expected[::2]
+        got = get_backend("gpu").to_host(a)
+    assert isinstance(got, np.ndarray) and got.dtype == dtype
+    np.testing.assert_array_equal(got, expected * dtype(3))  # a copy: every bit
+    assert got.flags.f_contiguous if layout == "F" else got.flags.c_contiguous
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("bias", [False, True])
 def test_cached_matmul_plans_keep_no_operand_alive(bias):
     """A cached cuBLASLt plan takes new operands each call and lets go of them after it:

