@@ -382,15 +382,19 @@ def test_cholesky(ops, rng, dtype, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("route", ["potri", "blocked"])
+@pytest.mark.parametrize("route", ["potri", "blocked", "blocked_gemm"])
 def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route, dtype):
-    if route == "blocked":
+    if route != "potri":
         if not ops.is_gpu:
             pytest.skip("the blocked inverse is the GPU's replacement for potri")
         from skgpu.backends.gpu import cublas, cusolver
 
         monkeypatch.setattr(cusolver, "BLOCKED_INVERSE_MIN", 10)
         monkeypatch.setattr(cublas, "INVERSE_BLOCK", 7)  # several levels, uneven halves
+        # the triangular products as cuBLAS's trmm and syrk, or as GEMMs by blocks of
+        # 3 rows or columns (uneven last blocks) from order 8 on
+        monkeypatch.setattr(cublas, "GEMM_FROM", 8 if route == "blocked_gemm" else 1 << 40)
+        monkeypatch.setattr(cublas, "GEMM_BLOCK", 3)
     n = 61
     A = make_spd(rng, n, dtype)
     B = rng.standard_normal((n, n))

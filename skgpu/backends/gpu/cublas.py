@@ -1,5 +1,5 @@
-"""cuBLAS (``nvmath.bindings.cublas``): trmm and syrk for the blocked inverse of a large
-Cholesky factor, and triangular solves (trsm through ``cupyx.scipy.linalg``)."""
+"""cuBLAS (``nvmath.bindings.cublas``): trmm, syrk and GEMM for the blocked inverse of a
+large Cholesky factor, and triangular solves (trsm through ``cupyx.scipy.linalg``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,17 @@ from nvmath.bindings import cublas
 
 from .handles import blas_handle
 
-#: Order of the diagonal blocks inverted by trsm in the blocked inverse.
-INVERSE_BLOCK = 512
+#: Order of the diagonal blocks inverted by trsm in the blocked inverse (the leaves of
+#: its recursion by halves).
+INVERSE_BLOCK = 1024
+#: From this order of the triangle on, the blocked inverse's triangular products (trmm,
+#: syrk) are GEMMs on blocks of ``GEMM_BLOCK`` rows or columns, with trmm only on the
+#: diagonal blocks; below it, one cuBLAS trmm or syrk. cuBLAS's trmm and syrk ran at
+#: 40-44 TFLOP/s on an H100 at order 10,000 where its GEMM ran at 57: the half inverse at
+#: n = 20,000 took 173 ms with them, 146 ms with GEMMs by blocks of 1,024 and 139 ms with
+#: leaves of 1,024 as well (benchmarks/results/half_inverse_gemm_h100.json).
+GEMM_FROM = 2048
+GEMM_BLOCK = 1024
 
 
 class ColumnMajor:
@@ -34,6 +43,30 @@ class ColumnMajor:
         getattr(cublas, self.prefix + "trmm")(
             self.handle, side, cublas.FillMode.LOWER, trans, cublas.DiagType.NON_UNIT,
             m, k, s.ctypes.data, a, self.n, b, self.n, b, self.n)
+
+    def trmm_into(self, side, trans, m, k, alpha, a, b, c, ldc):
+        """``C ← alpha op(A) B`` (side LEFT) or ``C ← alpha B op(A)`` (RIGHT) for a
+        lower-triangular A in this matrix, B (m × k) in this matrix and C (m × k) elsewhere
+        with leading dimension ``ldc``."""
+        s = self.scalar(alpha)
+        getattr(cublas, self.prefix + "trmm")(
+            self.handle, side, cublas.FillMode.LOWER, trans, cublas.DiagType.NON_UNIT,
+            m, k, s.ctypes.data, a, self.n, b, self.n, c, ldc)
+
+    def gemm(self, ta, tb, m, k, inner, alpha, a, b, c, ldc, beta=1.0):
+        """``C ← alpha op(A) op(B) + beta C``, C m × k with leading dimension ``ldc``, A and
+        B in this matrix."""
+        s, t = self.scalar(alpha), self.scalar(beta)
+        getattr(cublas, self.prefix + "gemm")(
+            self.handle, ta, tb, m, k, inner, s.ctypes.data, a, self.n, b, self.n,
+            t.ctypes.data, c, ldc)
+
+    def copy_in(self, T, m, k, dst):
+        """Copy the leading m × k block of the Fortran-ordered T to ``dst`` in this
+        matrix."""
+        cp.cuda.runtime.memcpy2DAsync(
+            dst, self.n * self.item, T.data.ptr, T.shape[0] * self.item, m * self.item, k,
+            cp.cuda.runtime.memcpyDeviceToDevice, cp.cuda.get_current_stream().ptr)
 
     def syrk_lower_t(self, order, inner, a, c):
         """``C += Aᵀ A`` on C's lower triangle, A inner × order."""
@@ -60,10 +93,8 @@ def trtri_lower(cm, r0, r1):
     mid = r0 + m // 2
     trtri_lower(cm, r0, mid)
     trtri_lower(cm, mid, r1)
-    left, right = cublas.SideMode.LEFT, cublas.SideMode.RIGHT
-    cm.trmm(right, cublas.Operation.N, r1 - mid, mid - r0, 1.0, cm.at(r0, r0), cm.at(mid, r0))
-    cm.trmm(left, cublas.Operation.N, r1 - mid, mid - r0, -1.0, cm.at(mid, mid),
-            cm.at(mid, r0))
+    trmm_right(cm, r0, (mid, r0), r1 - mid, mid - r0, 1.0)
+    trmm_left(cm, mid, (mid, r0), r1 - mid, mid - r0, -1.0, cublas.Operation.N)
 
 
 def lauum_lower(cm, r0, r1):
@@ -79,10 +110,72 @@ def lauum_lower(cm, r0, r1):
         return
     mid = r0 + m // 2
     lauum_lower(cm, r0, mid)
-    cm.syrk_lower_t(mid - r0, r1 - mid, cm.at(mid, r0), cm.at(r0, r0))
-    cm.trmm(cublas.SideMode.LEFT, cublas.Operation.T, r1 - mid, mid - r0, 1.0,
-            cm.at(mid, mid), cm.at(mid, r0))
+    syrk_lower_t(cm, (mid, r0), r0, mid - r0, r1 - mid)
+    trmm_left(cm, mid, (mid, r0), r1 - mid, mid - r0, 1.0, cublas.Operation.T)
     lauum_lower(cm, mid, r1)
+
+
+def trmm_right(cm, a0, b0, m, k, alpha):
+    """In place ``B ← alpha B A`` for the lower-triangular k × k block A at ``(a0, a0)``
+    and the m × k block B at ``b0`` (row, column). From ``GEMM_FROM`` on, by blocks J of
+    A's columns, left to right: ``B[:, J] A[J, J]`` (trmm into a buffer) plus
+    ``B[:, after J] A[after J, J]`` (GEMM), then the buffer into ``B[:, J]``, whose old
+    values no later block reads."""
+    right, no = cublas.SideMode.RIGHT, cublas.Operation.N
+    if k < GEMM_FROM:
+        cm.trmm(right, no, m, k, alpha, cm.at(a0, a0), cm.at(*b0))
+        return
+    w = GEMM_BLOCK
+    T = cp.empty((m, w), dtype=cm.F.dtype, order="F")
+    for j0 in range(0, k, w):
+        j1 = min(k, j0 + w)
+        cm.trmm_into(right, no, m, j1 - j0, alpha, cm.at(a0 + j0, a0 + j0),
+                     cm.at(b0[0], b0[1] + j0), T.data.ptr, m)
+        if j1 < k:
+            cm.gemm(no, no, m, j1 - j0, k - j1, alpha, cm.at(b0[0], b0[1] + j1),
+                    cm.at(a0 + j1, a0 + j0), T.data.ptr, m)
+        cm.copy_in(T, m, j1 - j0, cm.at(b0[0], b0[1] + j0))
+
+
+def trmm_left(cm, a0, b0, m, k, alpha, trans):
+    """In place ``B ← alpha op(A) B`` for the lower-triangular m × m block A at
+    ``(a0, a0)`` (op: ``cublas.Operation.N`` or ``T``) and the m × k block B at ``b0``.
+    From ``GEMM_FROM`` on, by blocks I of B's rows: ``op(A)[I, I] B[I]`` (trmm into a
+    buffer) plus the GEMM of the rows of op(A)'s other nonzero blocks, then the buffer
+    into ``B[I]``: bottom to top for A (row I reads B's rows up to I), top to bottom for
+    Aᵀ (row I reads B's rows from I on)."""
+    left, no = cublas.SideMode.LEFT, cublas.Operation.N
+    if m < GEMM_FROM:
+        cm.trmm(left, trans, m, k, alpha, cm.at(a0, a0), cm.at(*b0))
+        return
+    w = GEMM_BLOCK
+    T = cp.empty((w, k), dtype=cm.F.dtype, order="F")
+    starts = range(0, m, w)
+    for i0 in (reversed(starts) if trans == no else starts):
+        i1 = min(m, i0 + w)
+        cm.trmm_into(left, trans, i1 - i0, k, alpha, cm.at(a0 + i0, a0 + i0),
+                     cm.at(b0[0] + i0, b0[1]), T.data.ptr, w)
+        if trans == no and i0 > 0:  # A[I, :I] B[:I]
+            cm.gemm(no, no, i1 - i0, k, i0, alpha, cm.at(a0 + i0, a0),
+                    cm.at(b0[0], b0[1]), T.data.ptr, w)
+        elif trans != no and i1 < m:  # A[I:, I]ᵀ B[I:]
+            cm.gemm(trans, no, i1 - i0, k, m - i1, alpha, cm.at(a0 + i1, a0 + i0),
+                    cm.at(b0[0] + i1, b0[1]), T.data.ptr, w)
+        cm.copy_in(T, i1 - i0, k, cm.at(b0[0] + i0, b0[1]))
+
+
+def syrk_lower_t(cm, a0, c0, order, inner):
+    """``C += Aᵀ A`` on the lower triangle of the order × order block C at ``(c0, c0)``,
+    for the inner × order block A at ``a0``: from ``GEMM_FROM`` on by halves of C, the
+    off-diagonal block a GEMM and the diagonal ones recursively."""
+    if order < GEMM_FROM:
+        cm.syrk_lower_t(order, inner, cm.at(*a0), cm.at(c0, c0))
+        return
+    h = order // 2
+    syrk_lower_t(cm, a0, c0, h, inner)
+    cm.gemm(cublas.Operation.T, cublas.Operation.N, order - h, h, inner, 1.0,
+            cm.at(a0[0], a0[1] + h), cm.at(*a0), cm.at(c0 + h, c0), cm.n)
+    syrk_lower_t(cm, (a0[0], a0[1] + h), c0 + h, order - h, inner)
 
 
 

@@ -240,9 +240,10 @@ class GPUCholeskyFactor:
 
         Small n: potri in place. From ``BLOCKED_INVERSE_MIN`` on, the same two steps as
         potri (``W = L⁻¹``, then the lower triangle of ``Wᵀ W``), also in place, but
-        recursive by halves so that the work is cuBLAS trmm and syrk on large blocks
-        (cuSOLVER's potri reaches ~15 TFLOP/s here, and it and trtri fail with
-        INVALID_VALUE from 2³¹ elements on); 2n³/3 flops, no second n × n buffer.
+        recursive by halves so that the work is GEMMs on large blocks (:mod:`.cublas`;
+        cuSOLVER's potri reaches ~15 TFLOP/s here, and it and trtri fail with
+        INVALID_VALUE from 2³¹ elements on); 2n³/3 flops, no second n × n buffer (a
+        buffer of 1,024 rows or columns beside it).
         """
         F, self._F = self._F, None
         n = F.shape[0]
