@@ -382,7 +382,7 @@ def test_cholesky(ops, rng, dtype, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("route", ["potri", "blocked", "blocked_gemm"])
+@pytest.mark.parametrize("route", ["potri", "blocked", "blocked_gemm", "blocked_too_large"])
 def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route, dtype):
     if route != "potri":
         if not ops.is_gpu:
@@ -392,9 +392,12 @@ def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route, dtype):
         monkeypatch.setattr(cusolver, "BLOCKED_INVERSE_MIN", 10)
         monkeypatch.setattr(cublas, "INVERSE_BLOCK", 7)  # several levels, uneven halves
         # the triangular products as cuBLAS's trmm and syrk, or as GEMMs by blocks of
-        # 3 rows or columns (uneven last blocks) from order 8 on
-        monkeypatch.setattr(cublas, "GEMM_FROM", 8 if route == "blocked_gemm" else 1 << 40)
+        # 3 rows or columns (uneven last blocks) from order 8 on; too large a matrix for
+        # the GEMM route keeps trmm and syrk
+        monkeypatch.setattr(cublas, "GEMM_FROM", 1 << 40 if route == "blocked" else 8)
         monkeypatch.setattr(cublas, "GEMM_BLOCK", 3)
+        if route == "blocked_too_large":
+            monkeypatch.setattr(cublas, "GEMM_MAX_ELEMENTS", 60 * 60)
     n = 61
     A = make_spd(rng, n, dtype)
     B = rng.standard_normal((n, n))

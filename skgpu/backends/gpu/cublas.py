@@ -10,16 +10,21 @@ from nvmath.bindings import cublas
 from .handles import blas_handle
 
 #: Order of the diagonal blocks inverted by trsm in the blocked inverse (the leaves of
-#: its recursion by halves).
-INVERSE_BLOCK = 1024
+#: its recursion by halves). Leaves of 1,024 took the half inverse at n = 20,000 from
+#: 146 to 139 ms in the probe below, which is all they have run in.
+INVERSE_BLOCK = 512
 #: From this order of the triangle on, the blocked inverse's triangular products (trmm,
 #: syrk) are GEMMs on blocks of ``GEMM_BLOCK`` rows or columns, with trmm only on the
 #: diagonal blocks; below it, one cuBLAS trmm or syrk. cuBLAS's trmm and syrk ran at
 #: 40-44 TFLOP/s on an H100 at order 10,000 where its GEMM ran at 57: the half inverse at
-#: n = 20,000 took 173 ms with them, 146 ms with GEMMs by blocks of 1,024 and 139 ms with
-#: leaves of 1,024 as well (benchmarks/results/half_inverse_gemm_h100.json).
+#: n = 20,000 took 173 ms with them and 146 ms with GEMMs by blocks of 1,024
+#: (benchmarks/results/half_inverse_gemm_h100.json).
 GEMM_FROM = 2048
 GEMM_BLOCK = 1024
+#: The GEMM route is taken for matrices of at most this many elements (n ≤ 46,340), the
+#: largest it has run on (n = 40,000); larger ones keep cuBLAS's trmm and syrk, which ran
+#: at n = 100,000.
+GEMM_MAX_ELEMENTS = 2**31 - 1
 
 
 class ColumnMajor:
@@ -27,6 +32,7 @@ class ColumnMajor:
 
     def __init__(self, F):
         self.F, self.n, self.item = F, F.shape[0], F.dtype.itemsize
+        self.by_gemm = F.size <= GEMM_MAX_ELEMENTS  # (GEMM_FROM on)
         self.prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[F.dtype]
         self.handle = blas_handle()
 
@@ -122,7 +128,7 @@ def trmm_right(cm, a0, b0, m, k, alpha):
     ``B[:, after J] A[after J, J]`` (GEMM), then the buffer into ``B[:, J]``, whose old
     values no later block reads."""
     right, no = cublas.SideMode.RIGHT, cublas.Operation.N
-    if k < GEMM_FROM:
+    if k < GEMM_FROM or not cm.by_gemm:
         cm.trmm(right, no, m, k, alpha, cm.at(a0, a0), cm.at(*b0))
         return
     w = GEMM_BLOCK
@@ -145,7 +151,7 @@ def trmm_left(cm, a0, b0, m, k, alpha, trans):
     into ``B[I]``: bottom to top for A (row I reads B's rows up to I), top to bottom for
     Aᵀ (row I reads B's rows from I on)."""
     left, no = cublas.SideMode.LEFT, cublas.Operation.N
-    if m < GEMM_FROM:
+    if m < GEMM_FROM or not cm.by_gemm:
         cm.trmm(left, trans, m, k, alpha, cm.at(a0, a0), cm.at(*b0))
         return
     w = GEMM_BLOCK
@@ -168,7 +174,7 @@ def syrk_lower_t(cm, a0, c0, order, inner):
     """``C += Aᵀ A`` on the lower triangle of the order × order block C at ``(c0, c0)``,
     for the inner × order block A at ``a0``: from ``GEMM_FROM`` on by halves of C, the
     off-diagonal block a GEMM and the diagonal ones recursively."""
-    if order < GEMM_FROM:
+    if order < GEMM_FROM or not cm.by_gemm:
         cm.syrk_lower_t(order, inner, cm.at(*a0), cm.at(c0, c0))
         return
     h = order // 2
