@@ -398,12 +398,19 @@ def test_cholesky_half_inverse_in_place(ops, rng, monkeypatch, route, dtype):
         monkeypatch.setattr(cublas, "GEMM_BLOCK", 3)
         if route == "blocked_too_large":
             monkeypatch.setattr(cublas, "GEMM_MAX_ELEMENTS", 60 * 60)
+        gemms = []  # the GEMM route's calls, to tell the routes apart
+        plain_gemm = cublas.ColumnMajor.gemm
+        monkeypatch.setattr(cublas.ColumnMajor, "gemm",
+                            lambda self, *args, **kw: gemms.append(1) or plain_gemm(
+                                self, *args, **kw))
     n = 61
     A = make_spd(rng, n, dtype)
     B = rng.standard_normal((n, n))
     B = B + B.T
     fac = ops.cholesky(ops.asarray(A.copy()), what="test matrix", overwrite=True)
     P = fac.half_inverse()
+    if route != "potri":
+        assert bool(gemms) == (route == "blocked_gemm")
     assert P.flags.c_contiguous and P.dtype == dtype
     P = to_host(P).astype(np.float64)
     inv = np.linalg.inv(A.astype(np.float64))

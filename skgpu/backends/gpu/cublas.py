@@ -32,7 +32,7 @@ class ColumnMajor:
 
     def __init__(self, F):
         self.F, self.n, self.item = F, F.shape[0], F.dtype.itemsize
-        self.by_gemm = F.size <= GEMM_MAX_ELEMENTS  # (GEMM_FROM on)
+        self.by_gemm = F.size <= GEMM_MAX_ELEMENTS  # the GEMM route allowed for F
         self.prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}[F.dtype]
         self.handle = blas_handle()
 
