@@ -42,6 +42,8 @@ TOLERANCE = 0.03
 #: Rows per case and call counts of the CPU check (a few seconds on two cores).
 CPU_ROWS = (1, 100)
 CPU_ROUNDS = 300
+#: Rounds and calls a round of the small CPU calls timed against another tree.
+CPU_AB_ROUNDS, CPU_AB_CALLS = 100, 3
 #: The GPU rows' allowance: a memory-bound kernel on the H200 host takes ~10 % more or
 #: less from one second to the next, which the interval measures; this covers what it
 #: cannot (another host of the same model).
@@ -151,9 +153,10 @@ def check_cpu(update_baseline=False, report_only=False, rounds=CPU_ROUNDS, out=N
     return _finish(doc, CPU_BASELINE, failed, update_baseline, report_only, out)
 
 
-def _finish(doc, baseline_path, failed, update_baseline, report_only, out):
+def _finish(doc, baseline_path, failed, update_baseline, report_only, out,
+            than="the baseline"):
     """Write the run (``out``) or the baseline (on purpose); the exit status: 1 where a
-    row is slower, unless ``report_only``."""
+    row is slower (than ``than``), unless ``report_only``."""
     if out:
         Path(out).write_text(json.dumps(doc, indent=1))
     if update_baseline:
@@ -161,10 +164,10 @@ def _finish(doc, baseline_path, failed, update_baseline, report_only, out):
         print(f"baseline rewritten: {baseline_path}")
         return 0
     if failed:
-        print(f"{doc['guard']}: slower than the baseline beyond the measured noise: "
+        print(f"{doc['guard']}: slower than {than} beyond the measured noise: "
               f"{', '.join(failed)}", file=sys.stderr)
         return 0 if report_only else 1
-    print(f"{doc['guard']}: no row slower than the baseline beyond the measured noise")
+    print(f"{doc['guard']}: no row slower than {than} beyond the measured noise")
     return 0
 
 
@@ -307,3 +310,191 @@ def check_gpu(update_baseline=False, report_only=False, rounds=GPU_ROUNDS, out=N
            "scale": scale, "rounds": rounds, "calls_per_round": GPU_CALLS,
            "results": rows}
     return _finish(doc, GPU_BASELINE, failed, update_baseline, report_only, out)
+
+
+# --- against another tree, on this host -------------------------------------------------
+#
+# A baseline's times hold for the host they were measured on: the same code on two H100
+# hosts has differed by 10-55 % in rows the host paces (2026-12-07: every row of the
+# unchanged sparse GP 1.55x the baseline's on a second host, its GPU at full clocks,
+# 60 TFLOP/s DGEMM). ``--against REV`` times the rows of another tree (a git revision, or
+# a directory holding a checkout) in turns with this tree's, each tree in a process of its
+# own, so that both see the same host in the same seconds; the ratio of this tree's times
+# to the other's is bootstrapped and judged as above (``GPU_TOLERANCE`` or ``TOLERANCE``,
+# no allowance for the host: it is the same).
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+_REPLY = "@@guard "  # the prefix of a worker's replies on its standard output
+
+
+def resolve_tree(spec):
+    """``(directory, label, exported)`` of the tree named by ``spec``: a directory
+    holding ``skgpu/__init__.py`` (``exported`` False), or a git revision of this
+    repository exported to a fresh temporary directory (``git archive``; ``exported``
+    True: the caller removes it)."""
+    import subprocess
+    import tarfile
+    import tempfile
+
+    path = Path(spec)
+    if (path / "skgpu" / "__init__.py").is_file():
+        return path.resolve(), str(path), False
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--short",
+                          f"{spec}^{{commit}}"], capture_output=True, text=True)
+    if rev.returncode != 0:
+        raise SystemExit(f"--against {spec!r}: neither a directory holding skgpu/ nor a git "
+                         f"revision of {ROOT} ({rev.stderr.strip()})")
+    commit = rev.stdout.strip()
+    target = Path(tempfile.mkdtemp(prefix=f"skgpu-guard-{commit}-"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit],
+                             capture_output=True, check=True).stdout
+    import io
+
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target, f"{spec} ({commit})", True
+
+
+class _Worker:
+    """A process timing the rows with ``tree``'s skgpu (this tree's row definitions):
+    built on start, then one request at a time on its standard input."""
+
+    def __init__(self, tree, kind, scale):
+        import subprocess
+
+        self.tree = tree
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker", str(tree), kind,
+             repr(scale)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=str(BENCH))
+
+    def _reply(self):
+        for line in self.proc.stdout:
+            if line.startswith(_REPLY):
+                return json.loads(line[len(_REPLY):])
+        raise RuntimeError(f"the guard's worker for {self.tree} ended "
+                           f"(exit status {self.proc.wait()}): see its messages above")
+
+    def hello(self):
+        return self._reply()
+
+    def time(self, case, calls):
+        self.proc.stdin.write(json.dumps({"case": case, "calls": calls}) + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
+def _worker_cases(kind, scale):
+    """The rows a worker times: ``{name: call}`` (the GPU rows, or skgpu's side of the
+    small CPU calls)."""
+    import skgpu
+
+    if kind == "gpu":
+        with skgpu.config_context(device="gpu"):
+            return gpu_cases(scale), "gpu"
+    from bench_small_calls import fitted_calls
+
+    return {case: ours for case, _, ours, _ in fitted_calls(CPU_ROWS)}, "cpu"
+
+
+def _serve(tree, kind, scale):
+    """The worker's side: import ``tree``'s skgpu, build the rows, then time the calls
+    asked for, each alone with the device synchronised around it."""
+    import time
+
+    sys.path[:0] = [str(tree), str(BENCH)]
+    import skgpu
+
+    here = Path(skgpu.__file__).resolve()
+    if not here.is_relative_to(Path(tree).resolve()):
+        raise SystemExit(f"the guard's worker imported skgpu from {here}, not from {tree}")
+    from _harness import sync
+
+    cases, device = _worker_cases(kind, scale)
+
+    def reply(doc):
+        print(_REPLY + json.dumps(doc), flush=True)
+
+    reply({"skgpu": str(here), "cases": list(cases)})
+    for line in sys.stdin:
+        ask = json.loads(line)
+        func, times = cases[ask["case"]], []
+        with skgpu.config_context(device=device):
+            for _ in range(ask["calls"]):
+                sync()
+                start = time.perf_counter()
+                func()
+                sync()
+                times.append(time.perf_counter() - start)
+        reply(times)
+
+
+def check_against(spec, kind, rounds, calls, warmup=3, scale=1.0, report_only=False,
+                  out=None):
+    """This tree's rows against ``spec``'s (:func:`resolve_tree`) on this host: both
+    trees' processes built side by side, each row warmed up in both, then ``rounds``
+    rounds in which every row makes ``calls`` calls in one tree then the other (the
+    order alternating by round). The exit status as :func:`check_cpu`'s."""
+    from _harness import machine
+
+    import shutil
+
+    tree, label, exported = resolve_tree(spec)
+    workers = {"other": _Worker(tree, kind, scale), "this": _Worker(ROOT, kind, scale)}
+    try:
+        hello = {side: w.hello() for side, w in workers.items()}
+        cases = hello["this"]["cases"]
+        missing = [c for c in cases if c not in hello["other"]["cases"]]
+        if missing:
+            raise RuntimeError(f"rows the other tree does not build: {missing}")
+        times = {side: {c: [] for c in cases} for side in workers}
+        for case in cases:
+            for w in workers.values():
+                w.time(case, warmup)
+        for r in range(rounds):
+            order = ("other", "this") if r % 2 == 0 else ("this", "other")
+            for case in cases:
+                for side in order:
+                    times[side][case] += workers[side].time(case, calls)
+    finally:
+        for w in workers.values():
+            w.close()
+        if exported:
+            shutil.rmtree(tree, ignore_errors=True)
+    tolerance = GPU_TOLERANCE if kind == "gpu" else TOLERANCE
+    print(f"this tree against {label}, in turns on this host ({rounds} rounds of {calls} "
+          f"calls each)")
+    print(f"{'row':62s} {'this':>9s} {'other':>9s} {'ratio':>6s} {'95% interval':>15s}"
+          f"  verdict")
+    rows, failed = [], []
+    for case in cases:
+        a, b = times["this"][case], times["other"][case]
+        ratio, lo, hi = bootstrap_ratio(a, b)
+        row = {"case": case, "median_s": statistics.median(a), "times_s": a,
+               "other_median_s": statistics.median(b), "other_times_s": b,
+               "ratio": ratio, "interval": [lo, hi],
+               "verdict": verdict(ratio, lo, hi, 1.0, tolerance)}
+        if row["verdict"] == "slower":
+            failed.append(case)
+        print(f"{case:62s} {_ms(row['median_s'])} {_ms(row['other_median_s'])} "
+              f"{ratio:6.3f} [{lo:6.3f}, {hi:6.3f}]  {row['verdict']}")
+        rows.append(row)
+    doc = {"machine": machine(), "guard": f"{kind} rows against {label}",
+           "against": label, "skgpu": {s: hello[s]["skgpu"] for s in hello},
+           "tolerance": tolerance, "scale": scale, "rounds": rounds,
+           "calls_per_round": calls, "results": rows}
+    return _finish(doc, None, failed, False, report_only, out, than=label)
+
+
+def _ms(seconds):
+    return f"{1e3 * seconds:7.2f}ms" if seconds >= 1e-3 else f"{1e6 * seconds:7.1f}us"
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    _serve(sys.argv[2], sys.argv[3], float(sys.argv[4]))

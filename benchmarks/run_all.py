@@ -5,6 +5,7 @@
     python benchmarks/run_all.py --check         # the guard (benchmarks/_guard.py): rows
                                                  # against the committed baseline
     python benchmarks/run_all.py --check --scale 2 --report-only  # its GPU rows at 2x sizes
+    python benchmarks/run_all.py --check --against main  # the rows in turns with main's tree
     python benchmarks/run_all.py --plot-from benchmarks/results/suite_h200.json
 
 Writes ``suite_<tag>.json`` (machine, library versions, one row per measurement: median,
@@ -385,15 +386,35 @@ def main():
     parser.add_argument("--scale", type=float, default=1.0,
                         help="with --check on a GPU host: the GPU rows at this multiple of "
                              "their sizes (0.5, 2: rows without a baseline, reported only)")
+    parser.add_argument("--against", default=None, metavar="REV_OR_DIR",
+                        help="with --check: time the rows in turns with another tree's (a "
+                             "git revision, or a directory holding a checkout) on this "
+                             "host, instead of against the committed baseline's times")
     args = parser.parse_args()
     if args.update_baseline and args.scale != 1.0:
         parser.error("--update-baseline keeps the rows at --scale 1 only")
+    if args.against and not args.check:
+        parser.error("--against goes with --check")
+    if args.against and args.update_baseline:
+        parser.error("--against compares two trees; the baseline is not rewritten by it")
     if args.check:
         import _guard
 
         from _harness import GPU
 
         status = 0
+        if args.against:
+            if GPU:
+                out_gpu = None
+                if args.out:
+                    out_gpu = Path(args.out).with_name(Path(args.out).stem + "_gpu.json")
+                status |= _guard.check_against(
+                    args.against, "gpu", _guard.GPU_ROUNDS, _guard.GPU_CALLS,
+                    scale=args.scale, report_only=args.report_only, out=out_gpu)
+            status |= _guard.check_against(
+                args.against, "cpu", 20 if args.quick else _guard.CPU_AB_ROUNDS,
+                _guard.CPU_AB_CALLS, warmup=20, report_only=args.report_only, out=args.out)
+            sys.exit(status)
         if GPU:  # the GPU host: its hot-loop rows first, then the CPU's small calls
             out_gpu = None
             if args.out:

@@ -105,3 +105,65 @@ def test_the_gpu_rows_keep_the_baselines_names_and_scale_their_sizes():
     assert double["dense"] == "GP dense LML + gradient n=40,000 d=8"
     assert half["std"] == "GP sparse predict std, 5,000 of n=100,000"
     assert _guard.gpu_sizes(2.0)["pca"] == 2_000_000
+
+
+def _git_works():
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+                          capture_output=True).returncode == 0
+
+
+def test_the_other_tree_is_a_directory_or_an_exported_revision(tmp_path):
+    """``--against``'s tree: a directory holding skgpu/ as it is; a revision exported
+    whole (its skgpu/__init__.py the revision's, byte for byte) to a directory of its
+    own; anything else refused by name."""
+    tree, label, exported = _guard.resolve_tree(str(ROOT))
+    assert tree == ROOT and not exported
+    with pytest.raises(SystemExit, match="no-such-revision"):
+        _guard.resolve_tree("no-such-revision")
+    (tmp_path / "skgpu").mkdir()
+    with pytest.raises(SystemExit):  # a directory without skgpu/__init__.py
+        _guard.resolve_tree(str(tmp_path))
+    if not _git_works():
+        pytest.skip("not a git checkout")
+    import shutil
+
+    tree, label, exported = _guard.resolve_tree("HEAD")
+    try:
+        assert exported and not tree.is_relative_to(ROOT) and label.startswith("HEAD (")
+        committed = subprocess.run(["git", "-C", str(ROOT), "show", "HEAD:skgpu/__init__.py"],
+                                   capture_output=True, check=True).stdout
+        assert (tree / "skgpu" / "__init__.py").read_bytes() == committed
+        assert (tree / "benchmarks" / "_harness.py").is_file()
+    finally:
+        shutil.rmtree(tree)
+
+
+def test_the_check_command_against_another_tree(tmp_path):
+    """``run_all.py --check --against HEAD --quick``: every small-call row timed in both
+    trees' processes, each importing its own skgpu (the exported revision's is removed
+    afterwards), the same number of calls on both sides, a ratio inside its interval and
+    a verdict (timings are not asserted)."""
+    if not _git_works():
+        pytest.skip("not a git checkout")
+    import tempfile
+
+    before = set(Path(tempfile.gettempdir()).glob("skgpu-guard-*"))
+    out_file = tmp_path / "ab.json"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--check", "--against",
+         "HEAD", "--quick", "--report-only", "--out", str(out_file)], capture_output=True,
+        text=True, cwd=ROOT / "benchmarks")
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out_file.read_text())
+    assert doc["against"].startswith("HEAD (")
+    this, other = Path(doc["skgpu"]["this"]), Path(doc["skgpu"]["other"])
+    assert this == ROOT / "skgpu" / "__init__.py"
+    assert other.name == "__init__.py" and not other.is_relative_to(ROOT)
+    assert not other.exists()  # the exported tree is gone
+    assert set(Path(tempfile.gettempdir()).glob("skgpu-guard-*")) <= before
+    assert len(doc["results"]) == 10
+    for row in doc["results"]:
+        assert len(row["times_s"]) == len(row["other_times_s"]) == 20 * 3
+        lo, hi = row["interval"]
+        assert lo <= row["ratio"] <= hi
+        assert row["verdict"] in ("same", "faster", "slower")
