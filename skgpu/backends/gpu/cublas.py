@@ -10,9 +10,10 @@ from nvmath.bindings import cublas
 from .handles import blas_handle
 
 #: Order of the diagonal blocks inverted by trsm in the blocked inverse (the leaves of
-#: its recursion by halves). Leaves of 1,024 took the half inverse at n = 20,000 from
-#: 146 to 139 ms in the probe below, which is all they have run in.
-INVERSE_BLOCK = 512
+#: its recursion by halves). Leaves of 1,024 rather than 512 took the half inverse at
+#: n = 20,000 from 146 to 139 ms, and the public LML with its gradient there from 335.8
+#: to 325.2 ms (an H100, the two alternating, medians of 5; gradients equal to 3e-15).
+INVERSE_BLOCK = 1024
 #: From this order of the triangle on, the blocked inverse's triangular products (trmm,
 #: syrk) are GEMMs on blocks of ``GEMM_BLOCK`` rows or columns, with trmm only on the
 #: diagonal blocks; below it, one cuBLAS trmm or syrk. cuBLAS's trmm and syrk ran at
