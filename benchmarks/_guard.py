@@ -315,9 +315,9 @@ def check_gpu(update_baseline=False, report_only=False, rounds=GPU_ROUNDS, out=N
 # --- against another tree, on this host -------------------------------------------------
 #
 # A baseline's times hold for the host they were measured on: the same code on two H100
-# hosts has differed by 10-55 % in rows the host paces (2026-12-07: every row of the
-# unchanged sparse GP 1.55x the baseline's on a second host, its GPU at full clocks,
-# 60 TFLOP/s DGEMM). ``--against REV`` times the rows of another tree (a git revision, or
+# hosts has differed by 7-55 % row by row (2026-12-07: the unchanged sparse GP's
+# likelihood 1.55x the baseline's on a second host, its GPU at full clocks, 60 TFLOP/s
+# DGEMM). ``--against REV`` times the rows of another tree (a git revision, or
 # a directory holding a checkout) in turns with this tree's, each tree in a process of its
 # own, so that both see the same host in the same seconds; the ratio of this tree's times
 # to the other's is bootstrapped and judged as above (``GPU_TOLERANCE`` or ``TOLERANCE``,
@@ -333,6 +333,7 @@ def resolve_tree(spec):
     holding ``skgpu/__init__.py`` (``exported`` False), or a git revision of this
     repository exported to a fresh temporary directory (``git archive``; ``exported``
     True: the caller removes it)."""
+    import io
     import subprocess
     import tarfile
     import tempfile
@@ -349,8 +350,6 @@ def resolve_tree(spec):
     target = Path(tempfile.mkdtemp(prefix=f"skgpu-guard-{commit}-"))
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit],
                              capture_output=True, check=True).stdout
-    import io
-
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
     return target, f"{spec} ({commit})", True
