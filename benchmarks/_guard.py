@@ -405,15 +405,13 @@ def _worker_cases(kind, scale):
 def _serve(tree, kind, scale):
     """The worker's side: import ``tree``'s skgpu, build the rows, then time the calls
     asked for, each alone with the device synchronised around it."""
-    import time
-
     sys.path[:0] = [str(tree), str(BENCH)]
     import skgpu
 
     here = Path(skgpu.__file__).resolve()
     if not here.is_relative_to(Path(tree).resolve()):
         raise SystemExit(f"the guard's worker imported skgpu from {here}, not from {tree}")
-    from _harness import sync
+    from _harness import synchronized
 
     cases, device = _worker_cases(kind, scale)
 
@@ -423,15 +421,9 @@ def _serve(tree, kind, scale):
     reply({"skgpu": str(here), "cases": list(cases)})
     for line in sys.stdin:
         ask = json.loads(line)
-        func, times = cases[ask["case"]], []
+        func = cases[ask["case"]]
         with skgpu.config_context(device=device):
-            for _ in range(ask["calls"]):
-                sync()
-                start = time.perf_counter()
-                func()
-                sync()
-                times.append(time.perf_counter() - start)
-        reply(times)
+            reply([synchronized(func)[1] for _ in range(ask["calls"])])
 
 
 def check_against(spec, kind, rounds, calls, warmup=3, scale=1.0, report_only=False,
@@ -440,9 +432,9 @@ def check_against(spec, kind, rounds, calls, warmup=3, scale=1.0, report_only=Fa
     trees' processes built side by side, each row warmed up in both, then ``rounds``
     rounds in which every row makes ``calls`` calls in one tree then the other (the
     order alternating by round). The exit status as :func:`check_cpu`'s."""
-    from _harness import machine
-
     import shutil
+
+    from _harness import machine
 
     tree, label, exported = resolve_tree(spec)
     workers = {"other": _Worker(tree, kind, scale), "this": _Worker(ROOT, kind, scale)}
