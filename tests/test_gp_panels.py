@@ -51,7 +51,7 @@ def panels(monkeypatch):
     """Force panels of ``rows`` rows on any n (the large-n path on small data)."""
     def force(rows):
         monkeypatch.setattr(_dense, "SINGLE_PANEL_MAX_N", 0)
-        monkeypatch.setattr(_dense, "panel_rows", lambda n: rows)
+        monkeypatch.setattr(_dense, "panel_rows", lambda n, ops=None: rows)
     return force
 
 
@@ -270,3 +270,41 @@ def test_pending_factor_lifecycle_on_any_machine(rng, monkeypatch):
         monkeypatch.setattr(_gpr, "_factor_stays_on", lambda ops: False)
         gp.fit(X[:100], y[:100])
         assert "_pending_L" not in vars(gp) and gp.L_.shape == (100, 100)
+
+
+def test_panels_are_n_over_32_rows_and_at_least_2500_on_the_gpu():
+    """Panel rows: the whole matrix up to SINGLE_PANEL_MAX_N; then n/32 rows on the
+    CPU, and on the GPU at least PANEL_MIN_ROWS (its host cost per panel), n/32 once that
+    is larger (n ≥ 80,000, where the peak stays ~1.3 n²); never more than n."""
+    class Device:
+        memory = "device"
+
+    cpu, gpu = get_backend("cpu"), Device()
+    rows = _dense.panel_rows
+    for ops in (None, cpu, gpu):
+        assert rows(1, ops) == 1 and rows(4096, ops) == 4096
+        assert rows(100_000, ops) == 3125 and rows(1_000_000, ops) == 31_250
+    assert rows(20_000) == rows(20_000, cpu) == 625
+    assert rows(4097, gpu) == rows(20_000, gpu) == rows(80_000, gpu) == 2500
+    for n in (5000, 7919, 50_000, 80_001, 123_457):
+        assert rows(n, cpu) == max(64, int(np.ceil(n / 32)))
+        assert min(n, 2500) <= rows(n, gpu) <= n and rows(n, gpu) >= n / 32
+
+
+@pytest.mark.parametrize("name", ["C*RBF(ARD)+White", "C*Matern(2.5)+White"])
+def test_cpu_peak_memory_with_the_smallest_panels_is_n2_and_eight_panels(rng, name):
+    """On the GPU below n = 80,000 the panels are PANEL_MIN_ROWS rows, more than n/32:
+    one LML + gradient at n = 1,600 in panels of 200 rows (n/8, as 2,500 at n = 20,000)
+    peaks within one n² and eight panels (tracemalloc: 2.006 n²), its gradient the
+    whole evaluation's."""
+    n, d = 1600, 8
+    X, y = _data(rng, n, d)
+    kernel = KERNELS[name](d)
+    lml = _LogMarginalLikelihood(get_backend("cpu"), X, y, 1e-6)
+    lml.panel_rows = 200
+    peak = _peak_in_n2(lambda: lml(kernel, True), n)
+    assert peak <= 1.0 + 8 * 200 / n + 0.02  # (and the O(n) vectors: 0.006 n² measured)
+    whole = _LogMarginalLikelihood(get_backend("cpu"), X, y, 1e-6)
+    whole.panel_rows = n
+    np.testing.assert_allclose(lml(kernel, True)[1], whole(kernel, True)[1], rtol=1e-8,
+                               atol=1e-10)

@@ -42,13 +42,26 @@ PREDICT_BLOCK_FRACTION = 0.04
 #: it, one panel of all rows: the whole matrices at once (panels would only add calls).
 SINGLE_PANEL_MAX_N = 4096
 PANEL_FRACTION = 1.0 / 32.0
+#: ... and on the GPU, panels of at least this many rows: there a panel costs ~1.5 ms of
+#: host work (its kernel and gradient terms, some sixty launches) where its kernels take
+#: ~0.5 ms, so at n = 20,000 the likelihood with its gradient took 281 ms in panels of
+#: n/32 = 625 rows and 265 ms in panels of 2,500 (n/4: 265; an H100, alternating,
+#: gradients equal to 5e-13). From n = 80,000 on, n/32 is larger and the peak stays
+#: ~1.3 n²; below, the panels add at most ~8 · 2,500 · n floats beside the n × n matrix.
+#: Not on the CPU: there panels of 2,500 rows took 5.5 s where n/32 took 4.2 s (n = 6,000,
+#: two cores; the smaller panels stay in cache).
+PANEL_MIN_ROWS = 2500
 
 
-def panel_rows(n):
-    """Rows per panel of the dense likelihood at n points (see SINGLE_PANEL_MAX_N)."""
+def panel_rows(n, ops=None):
+    """Rows per panel of the dense likelihood at n points on ``ops``' device (see
+    SINGLE_PANEL_MAX_N, PANEL_FRACTION and, on the GPU, PANEL_MIN_ROWS)."""
     if n <= SINGLE_PANEL_MAX_N:
         return max(n, 1)
-    return max(64, int(np.ceil(n * PANEL_FRACTION)))
+    rows = max(64, int(np.ceil(n * PANEL_FRACTION)))
+    if getattr(ops, "memory", None) == "device":
+        rows = max(rows, PANEL_MIN_ROWS)
+    return min(n, rows)
 
 
 class _LogMarginalLikelihood:
@@ -62,7 +75,8 @@ class _LogMarginalLikelihood:
     gradient contracted in panels of rows (:func:`panel_rows`): the gradient is
     ``Σ_ik W_ik (∂K/∂θ_j)_ik`` with ``W = ½ααᵀ - T·P``, and each panel of W and of every
     ``∂K/∂θ_j`` is made, contracted and dropped in turn. Peak memory is then one n × n
-    matrix and a few panels (1.3 n² float64 at most); otherwise (a part scikit-learn
+    matrix and a few panels (1.3 n² float64 at most; on the GPU below n = 80,000, a few
+    panels of ``PANEL_MIN_ROWS`` rows beside n²); otherwise (a part scikit-learn
     evaluates) a few n × n matrices. Never n × n × n_params.
 
     ``panel_rows``: rows per panel, None for :func:`panel_rows` of n.
@@ -86,7 +100,7 @@ class _LogMarginalLikelihood:
         if not (hasattr(self.X, "dtype") and self.X.dtype.kind == "f"
                 and panels_supported(kernel)):
             return None
-        return self.panel_rows or panel_rows(n)
+        return self.panel_rows or panel_rows(n, self.ops)
 
     def kernel_matrix(self, kernel, eval_gradient=False):
         """K + alpha·I (a fresh matrix) and, with ``eval_gradient``, the gradient thunks

@@ -468,7 +468,8 @@ class GaussianProcessRegressor(SklearnConversionMixin["_SkGPR"], RegressorScoreM
             lml = _LogMarginalLikelihood(cpu, Xs, np.asarray(y)[index], sub_alpha)
             # panels in the same proportion as at n points: the probe's peak in n² then
             # scales to n's
-            lml.panel_rows = max(1, int(np.ceil(len(index) * _dense.panel_rows(n) / n)))
+            lml.panel_rows = max(1, int(np.ceil(len(index) * _dense.panel_rows(n, ops)
+                                                / n)))
             return lml
 
         n_features = X.shape[1] if getattr(X, "ndim", 1) == 2 else 1

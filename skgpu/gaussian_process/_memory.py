@@ -21,8 +21,9 @@ free memory (the device's free bytes and what CuPy's pool holds unused): work th
 not fit raises :class:`~skgpu.exceptions.GPUOutOfMemoryError` with the numbers before
 any of it runs. Under ``device="auto"`` that is the GPU out-of-memory error on which the
 fit falls back to the CPU, where the host check above decides; under ``device="gpu"``
-it reaches the user. The GPU runs the same panelled evaluation as the CPU, so the CPU
-probe's multiplier is used (on the H200 host the GPU's measured peaks were 1.19 n² for
+it reaches the user. The GPU runs the same panelled evaluation as the CPU (its panels
+larger below n = 80,000: the probe takes the GPU's proportion), so the CPU probe's
+multiplier is used (on the H200 host the GPU's measured peaks were 1.19 n² for
 a likelihood with its gradient and 1.09 n² for a fit, where the probe says 1.4: the
 check errs on the side of refusing).
 """
