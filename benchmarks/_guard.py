@@ -359,14 +359,17 @@ class _Worker:
     """A process timing the rows with ``tree``'s skgpu (this tree's row definitions):
     built on start, then one request at a time on its standard input."""
 
-    def __init__(self, tree, kind, scale):
+    def __init__(self, tree, kind, scale, cpus=None):
+        import os
         import subprocess
 
         self.tree = tree
+        # on the CPUs ``cpus`` from its first instruction on (its threads, BLAS's too)
+        pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--worker", str(tree), kind,
              repr(scale)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            cwd=str(BENCH))
+            cwd=str(BENCH), preexec_fn=pin)
 
     def _reply(self):
         for line in self.proc.stdout:
@@ -418,7 +421,10 @@ def _serve(tree, kind, scale):
     def reply(doc):
         print(_REPLY + json.dumps(doc), flush=True)
 
-    reply({"skgpu": str(here), "cases": list(cases)})
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    reply({"skgpu": str(here), "cases": list(cases), "cpus": cpus})
     for line in sys.stdin:
         ask = json.loads(line)
         func = cases[ask["case"]]
@@ -426,18 +432,36 @@ def _serve(tree, kind, scale):
             reply([synchronized(func)[1] for _ in range(ask["calls"])])
 
 
+def _shared_core():
+    """One CPU for both workers of the CPU rows (the last this process may run on), or
+    None where affinity cannot be set. Left to the scheduler, the two processes sat on
+    different cores, and two identical trees' small calls differed run by run, every row
+    alike (``--against HEAD`` on 2 cores, four runs: rows' ratios 0.72-1.11, run medians
+    0.80-1.04; one earlier run 1.18-1.22, all 'slower'); on one core, four runs: run
+    medians 1.00-1.01, rows 0.95-1.13, all 'same'."""
+    import os
+
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    return {max(os.sched_getaffinity(0))}
+
+
 def check_against(spec, kind, rounds, calls, warmup=3, scale=1.0, report_only=False,
                   out=None):
     """This tree's rows against ``spec``'s (:func:`resolve_tree`) on this host: both
     trees' processes built side by side, each row warmed up in both, then ``rounds``
     rounds in which every row makes ``calls`` calls in one tree then the other (the
-    order alternating by round). The exit status as :func:`check_cpu`'s."""
+    order alternating by round). For the CPU rows both processes run on one core
+    (:func:`_shared_core`); the GPU rows' are left to the scheduler (their threads feed
+    the device). The exit status as :func:`check_cpu`'s."""
     import shutil
 
     from _harness import machine
 
     tree, label, exported = resolve_tree(spec)
-    workers = {"other": _Worker(tree, kind, scale), "this": _Worker(ROOT, kind, scale)}
+    cpus = _shared_core() if kind == "cpu" else None
+    workers = {"other": _Worker(tree, kind, scale, cpus),
+               "this": _Worker(ROOT, kind, scale, cpus)}
     try:
         hello = {side: w.hello() for side, w in workers.items()}
         cases = hello["this"]["cases"]
@@ -478,6 +502,7 @@ def check_against(spec, kind, rounds, calls, warmup=3, scale=1.0, report_only=Fa
         rows.append(row)
     doc = {"machine": machine(), "guard": f"{kind} rows against {label}",
            "against": label, "skgpu": {s: hello[s]["skgpu"] for s in hello},
+           "cpus": {s: hello[s]["cpus"] for s in hello},
            "tolerance": tolerance, "scale": scale, "rounds": rounds,
            "calls_per_round": calls, "results": rows}
     return _finish(doc, None, failed, False, report_only, out, than=label)

@@ -2,6 +2,7 @@
 slowdown beyond the noise fails, noise alone does not; and the command runs."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,8 +142,8 @@ def test_the_other_tree_is_a_directory_or_an_exported_revision(tmp_path):
 def test_the_check_command_against_another_tree(tmp_path):
     """``run_all.py --check --against HEAD --quick``: every small-call row timed in both
     trees' processes, each importing its own skgpu (the exported revision's is removed
-    afterwards), the same number of calls on both sides, a ratio inside its interval and
-    a verdict (timings are not asserted)."""
+    afterwards), both pinned to one core, the same number of calls on both sides, a ratio
+    inside its interval and a verdict (timings are not asserted)."""
     if not _git_works():
         pytest.skip("not a git checkout")
     import tempfile
@@ -161,6 +162,10 @@ def test_the_check_command_against_another_tree(tmp_path):
     assert other.name == "__init__.py" and not other.is_relative_to(ROOT)
     assert not other.exists()  # the exported tree is gone
     assert set(Path(tempfile.gettempdir()).glob("skgpu-guard-*")) <= before
+    if hasattr(os, "sched_getaffinity"):  # both processes on the same one core
+        assert doc["cpus"]["this"] == doc["cpus"]["other"]
+        assert len(doc["cpus"]["this"]) == 1
+        assert doc["cpus"]["this"][0] in os.sched_getaffinity(0)
     assert len(doc["results"]) == 10
     for row in doc["results"]:
         assert len(row["times_s"]) == len(row["other_times_s"]) == 20 * 3
