@@ -434,10 +434,10 @@ def _serve(tree, kind, scale):
 
 def _shared_core():
     """One CPU for both workers of the CPU rows (the last this process may run on), or
-    None where affinity cannot be set. Left to the scheduler, the two processes sat on
-    different cores, and two identical trees' small calls differed run by run, every row
-    alike (``--against HEAD`` on 2 cores, four runs: rows' ratios 0.72-1.11, run medians
-    0.80-1.04; one earlier run 1.18-1.22, all 'slower'); on one core, four runs: run
+    None where affinity cannot be set. With the two processes left to the scheduler,
+    two identical trees' small calls differed run by run, every row alike
+    (``--against HEAD`` on 2 cores, four runs: rows' ratios 0.72-1.11, run medians
+    0.76-1.03; one earlier run 1.18-1.22, all 'slower'); on one core, four runs: run
     medians 1.00-1.01, rows 0.95-1.13, all 'same'."""
     import os
 
