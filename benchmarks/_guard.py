@@ -27,6 +27,7 @@ baseline is compared only on the GPU model it was measured on.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -360,7 +361,6 @@ class _Worker:
     built on start, then one request at a time on its standard input."""
 
     def __init__(self, tree, kind, scale, cpus=None):
-        import os
         import subprocess
 
         self.tree = tree
@@ -421,8 +421,6 @@ def _serve(tree, kind, scale):
     def reply(doc):
         print(_REPLY + json.dumps(doc), flush=True)
 
-    import os
-
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     reply({"skgpu": str(here), "cases": list(cases), "cpus": cpus})
     for line in sys.stdin:
@@ -439,8 +437,6 @@ def _shared_core():
     (``--against HEAD`` on 2 cores, four runs: rows' ratios 0.72-1.11, run medians
     0.76-1.03; one earlier run 1.18-1.22, all 'slower'); on one core, four runs: run
     medians 1.00-1.01, rows 0.95-1.13, all 'same'."""
-    import os
-
     if not hasattr(os, "sched_setaffinity"):
         return None
     return {max(os.sched_getaffinity(0))}

@@ -403,11 +403,11 @@ def main():
         from _harness import GPU
 
         status = 0
+        # the GPU rows' JSON beside --out's
+        out_gpu = (Path(args.out).with_name(Path(args.out).stem + "_gpu.json") if args.out
+                   else None)
         if args.against:
             if GPU:
-                out_gpu = None
-                if args.out:
-                    out_gpu = Path(args.out).with_name(Path(args.out).stem + "_gpu.json")
                 status |= _guard.check_against(
                     args.against, "gpu", _guard.GPU_ROUNDS, _guard.GPU_CALLS,
                     scale=args.scale, report_only=args.report_only, out=out_gpu)
@@ -416,9 +416,6 @@ def main():
                 _guard.CPU_AB_CALLS, warmup=20, report_only=args.report_only, out=args.out)
             sys.exit(status)
         if GPU:  # the GPU host: its hot-loop rows first, then the CPU's small calls
-            out_gpu = None
-            if args.out:
-                out_gpu = Path(args.out).with_name(Path(args.out).stem + "_gpu.json")
             status |= _guard.check_gpu(update_baseline=args.update_baseline,
                                        report_only=args.report_only, out=out_gpu,
                                        scale=args.scale)
