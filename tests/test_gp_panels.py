@@ -5,6 +5,7 @@ here (``SINGLE_PANEL_MAX_N`` and ``PANEL_FRACTION`` patched), so that every test
 the code a 100,000-point fit runs."""
 
 import tracemalloc
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -25,7 +26,12 @@ from skgpu.backends import get_backend
 from skgpu.gaussian_process import GaussianProcessRegressor
 from skgpu.gaussian_process import _dense, _gpr
 from skgpu.gaussian_process._dense import _LogMarginalLikelihood
-from skgpu.gaussian_process._kernel_eval import evaluate, panels_supported
+from skgpu.gaussian_process._kernel_eval import (
+    EXPANSION_MAX_SPAN,
+    _ard_gradient,
+    evaluate,
+    panels_supported,
+)
 
 KERNELS = {
     "C*RBF(ARD)+White": lambda d: C(1.3) * RBF(np.linspace(0.4, 0.9, d)) + WhiteKernel(0.01),
@@ -308,3 +314,77 @@ def test_cpu_peak_memory_with_the_smallest_panels_is_n2_and_eight_panels(rng, na
     whole.panel_rows = n
     np.testing.assert_allclose(lml(kernel, True)[1], whole(kernel, True)[1], rtol=1e-8,
                                atol=1e-10)
+
+
+def _exact_ard_contraction(W, C, X, length_scale, start):
+    """``Σ_ik W_ik C_ik ((X_{start+i} - X_k) / l)²`` in exact rational arithmetic on the
+    float inputs (the reference the contraction's rounding is measured against), and
+    the same sum of absolute values (its condition: what rounding is relative to)."""
+    l2 = Fraction(length_scale) ** 2
+    total = scale = Fraction(0)
+    for i in range(W.shape[0]):
+        xi = Fraction(X[start + i])
+        for k in range(W.shape[1]):
+            term = Fraction(W[i, k]) * Fraction(C[i, k]) * (xi - Fraction(X[k])) ** 2 / l2
+            total += term
+            scale += abs(term)
+    return float(total), float(scale)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("offset, spread, length_scale", [
+    (0.0, 2.0, 1.35),            # the expansion, data about the origin
+    (1e12, 3.0, 1.35),           # the expansion, far from the origin
+    (0.0, 63.0 * 0.7, 0.7),      # the expansion at its widest
+    (0.0, 65.0 * 0.7, 0.7),      # differences per pair, just past it
+    (5e8, 1e8, 1.0),             # unscaled features under the default length scale
+])
+def test_ard_gradient_contraction_equals_exact_arithmetic(seed, offset, spread,
+                                                          length_scale):
+    """The ARD gradient's contraction Σ W ∘ C ∘ ((x_i - x_k)/l)² over a panel of rows
+    against exact rational arithmetic: within 1e-11 of the sum's condition Σ|·| on either
+    route. (Before: at a spread of 10⁸ length scales the expansion's error was O(1) of
+    it; at an offset of 10¹² the column scaled before centring lost 1e-4.)"""
+    rng = np.random.default_rng(seed)
+    n, start, m = 40, 9, 13
+    X = offset + spread * np.sort(rng.uniform(0, 1, n))
+    X[5] = X[6]  # a duplicate point: (x_i - x_k)² exactly 0
+    cpu = get_backend("cpu")
+    D = (X[start:start + m, None] - X[None, :]) / length_scale
+    C = np.exp(-0.5 * D * D) * rng.uniform(0.5, 1.5, (m, n))  # weight on close pairs
+    W = rng.standard_normal((m, n))
+    span = float(X.max() - X.min())
+    lml = _LogMarginalLikelihood(cpu, X[:, None], np.zeros(n), 1e-6)
+    grad = np.zeros(1)
+    lml._contract([lambda: _ard_gradient(np, C, X, length_scale, span, start)], W, start,
+                  grad)
+    want, condition = _exact_ard_contraction(W, C, X, length_scale, start)
+    assert abs(grad[0] - want) <= 1e-11 * condition
+    route = _ard_gradient(np, C, X, length_scale, span, start).kind
+    assert route == ("sqdiff" if span <= EXPANSION_MAX_SPAN * length_scale else "full")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rows", [17, None])
+@pytest.mark.parametrize("offset, scale", [(1e12, 1.0), (1e8, 1.0), (0.0, 1e8),
+                                           (3e9, 1e8)])
+def test_ard_gradient_far_from_the_origin_and_wide_equals_sklearn(device, rng, panels,
+                                                                   rows, offset, scale):
+    """Hard data through the public likelihood, in panels and whole: columns offset to
+    10¹² and spread over 10⁸ length scales (unscaled features under length scales near
+    1). scikit-learn's gradient takes the differences of the unscaled inputs; ours
+    equals it where the expansion once lost 1e-4 (offsets) or everything (spreads)."""
+    n = 90
+    X = offset + scale * rng.uniform(-1, 1, (n, 2))
+    y = np.sin(3 * (X[:, 0] - offset) / scale) + 0.1 * rng.standard_normal(n)
+    kernel = C(1.0) * RBF([1.35, 0.7]) + WhiteKernel(0.1)
+    if rows is not None:
+        panels(rows)
+    want, want_grad = SkGPR(kernel, alpha=1e-6, optimizer=None).fit(
+        X, y).log_marginal_likelihood(kernel.theta, eval_gradient=True)
+    with skgpu.config_context(device=device):
+        ours = GaussianProcessRegressor(kernel, alpha=1e-6, optimizer=None).fit(X, y)
+        got, got_grad = ours.log_marginal_likelihood(kernel.theta, eval_gradient=True)
+    assert got == pytest.approx(want, rel=1e-9)
+    np.testing.assert_allclose(got_grad, want_grad, rtol=1e-8,
+                               atol=1e-10 * np.max(np.abs(want_grad)))

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ._kernel_eval import _diag_add, evaluate, panels_supported
+from ._kernel_eval import _diag_add, column_spans, evaluate, panels_supported
 
 logger = logging.getLogger("skgpu")
 
@@ -92,6 +92,15 @@ class _LogMarginalLikelihood:
             np.asarray(alpha, dtype=np.float64))
         self.n_evaluations = 0
         self.panel_rows = None
+        self._spans = None
+
+    def _column_spans(self):
+        """X's columns' ``max - min`` (what the ARD gradients' route is chosen by), read
+        from the device once and kept for every evaluation of this likelihood (its X does
+        not change); None for X that is not numeric."""
+        if self._spans is None and getattr(self.X, "dtype", np.dtype(object)).kind == "f":
+            self._spans = column_spans(self.ops, self.X)
+        return self._spans
 
     def _rows(self, kernel):
         """Rows per panel, or None where the kernel has no panels (a part evaluated by
@@ -108,7 +117,8 @@ class _LogMarginalLikelihood:
         xp, n = self.ops.xp, self.X.shape[0]
         rows = None if eval_gradient else self._rows(kernel)
         if rows is None or rows >= n:
-            K, grads = evaluate(self.ops, kernel, self.X, None, eval_gradient)
+            K, grads = evaluate(self.ops, kernel, self.X, None, eval_gradient,
+                                spans=self._column_spans() if eval_gradient else None)
             Km = K.full(xp, (n, n))
             _diag_add(xp, Km, self.alpha)
             return Km, grads
@@ -177,9 +187,11 @@ class _LogMarginalLikelihood:
         n, xp = self.y.shape[0], self.ops.xp
         aT = xp.ascontiguousarray(a.T)
         grad = xp.zeros(kernel.n_dims)
+        spans = self._column_spans()
         for start in range(0, n, rows):
             stop = min(n, start + rows)
-            _, thunks = evaluate(self.ops, kernel, self.X, None, True, rows=(start, stop))
+            _, thunks = evaluate(self.ops, kernel, self.X, None, True, rows=(start, stop),
+                                 spans=spans)
             assert len(thunks) == grad.size, "one gradient term per hyper-parameter"
             self._contract(thunks, self._weights(a, aT, P, start, stop), start, grad)
             del thunks  # this panel's kernel terms, before the next panel's are made
