@@ -388,3 +388,23 @@ def test_ard_gradient_far_from_the_origin_and_wide_equals_sklearn(device, rng, p
     assert got == pytest.approx(want, rel=1e-9)
     np.testing.assert_allclose(got_grad, want_grad, rtol=1e-8,
                                atol=1e-10 * np.max(np.abs(want_grad)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("scale", [1e3, 1e8])
+def test_fit_on_an_unscaled_feature_finds_sklearns_kernel(device, scale):
+    """An unscaled feature (spread over 10³ or 10⁸ of its length scale) beside a scaled
+    one, fitted with the default optimizer from length scales of 1: the same kernel_ and
+    likelihood as scikit-learn's. (Before: at 10⁸ the gradient along the flat length
+    scale was -32, and the fit stopped at another theta: [-0.815, -1.161, 0, -2.367]
+    against [-0.802, 0, 0, -2.429].)"""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (80, 2)) * [scale, 1.0]
+    y = np.sin(3 * X[:, 1]) + 0.1 * rng.standard_normal(80)
+    kernel = C(1.0) * RBF([1.0, 1.0]) + WhiteKernel(0.1)
+    ref = SkGPR(kernel, random_state=0).fit(X, y)
+    with skgpu.config_context(device=device):
+        ours = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+    np.testing.assert_allclose(ours.kernel_.theta, ref.kernel_.theta, rtol=1e-4, atol=1e-4)
+    assert ours.log_marginal_likelihood_value_ == pytest.approx(
+        ref.log_marginal_likelihood_value_, rel=1e-9)
