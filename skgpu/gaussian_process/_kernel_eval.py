@@ -341,7 +341,7 @@ def _evaluate_rbf_matern(ops, kernel, X, Yv, start, stop, symmetric, eval_gradie
         common = common_of()
         if ard:
             spans = column_spans(ops, X) if spans is None else spans
-            grads = [(lambda d=d: _ard_gradient(xp, common, X[:, d], float(ls[d]),
+            grads = [(lambda d=d: _ard_gradient(common, X[:, d], float(ls[d]),
                                                 float(spans[d]), start))
                      for d in range(X.shape[1])]
         else:
@@ -369,7 +369,7 @@ def column_spans(ops, X):
     return np.asarray(ops.to_host(spans), dtype=np.float64)
 
 
-def _ard_gradient(xp, C, x, length_scale, span, offset):
+def _ard_gradient(C, x, length_scale, span, offset):
     """``∂K/∂log l_d = C ∘ ((x_i - x_k) / l_d)²`` for the rows ``offset:offset + len(C)``
     of an ARD kernel, x its input column unscaled.
 
