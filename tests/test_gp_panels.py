@@ -339,22 +339,24 @@ def _exact_ard_contraction(W, C, X, length_scale, start):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("offset, spread, length_scale", [
-    (0.0, 2.0, 1.35),            # the expansion, data about the origin
-    (1e12, 3.0, 1.35),           # the expansion, far from the origin
-    (0.0, 63.0 * 0.7, 0.7),      # the expansion at its widest
-    (0.0, 65.0 * 0.7, 0.7),      # differences per pair, just past it
-    (5e8, 1e8, 1.0),             # unscaled features under the default length scale
+@pytest.mark.parametrize("offset, spread, length_scale, route", [
+    (0.0, 2.0, 1.35, "sqdiff"),         # the expansion, data about the origin
+    (1e12, 3.0, 1.35, "sqdiff"),        # the expansion, far from the origin
+    (0.0, 63.0 * 0.7, 0.7, "sqdiff"),   # the expansion near its widest
+    (0.0, 65.0 * 0.7, 0.7, "full"),     # differences per pair, just past it
+    (5e8, 1e8, 1.0, "full"),            # unscaled features under the default length scale
 ])
 def test_ard_gradient_contraction_equals_exact_arithmetic(seed, offset, spread,
-                                                          length_scale):
+                                                          length_scale, route):
     """The ARD gradient's contraction Σ W ∘ C ∘ ((x_i - x_k)/l)² over a panel of rows
     against exact rational arithmetic: within 1e-11 of the sum's condition Σ|·| on either
     route. (Before: at a spread of 10⁸ length scales the expansion's error was O(1) of
     it; at an offset of 10¹² the column scaled before centring lost 1e-4.)"""
     rng = np.random.default_rng(seed)
     n, start, m = 40, 9, 13
-    X = offset + spread * np.sort(rng.uniform(0, 1, n))
+    u = np.sort(rng.uniform(0, 1, n))
+    u[0], u[-1] = 0.0, 1.0  # the column spans ``spread`` exactly
+    X = offset + spread * u
     X[5] = X[6]  # a duplicate point: (x_i - x_k)² exactly 0
     cpu = get_backend("cpu")
     D = (X[start:start + m, None] - X[None, :]) / length_scale
@@ -366,8 +368,8 @@ def test_ard_gradient_contraction_equals_exact_arithmetic(seed, offset, spread,
     lml._contract([lambda: _ard_gradient(C, X, length_scale, span, start)], W, start, grad)
     want, condition = _exact_ard_contraction(W, C, X, length_scale, start)
     assert abs(grad[0] - want) <= 1e-11 * condition
-    route = _ard_gradient(C, X, length_scale, span, start).kind
-    assert route == ("sqdiff" if span <= EXPANSION_MAX_SPAN * length_scale else "full")
+    assert _ard_gradient(C, X, length_scale, span, start).kind == route
+    assert (route == "sqdiff") == (span <= EXPANSION_MAX_SPAN * length_scale)
 
 
 @pytest.mark.parametrize("device", DEVICES)
