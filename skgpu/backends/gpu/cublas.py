@@ -13,6 +13,9 @@ from .handles import blas_handle
 #: its recursion by halves). Leaves of 1,024 rather than 512 took the half inverse at
 #: n = 20,000 from 146 to 139 ms, and the public LML with its gradient there from 335.8
 #: to 325.2 ms (an H100, the two alternating, medians of 5; gradients equal to 3e-15).
+#: cuSOLVER's trtri in place (and a syrk for lauum's leaves) in place of the trsm was
+#: slower at every leaf size: 148.7 / 154.8 / 147.0 ms at 1,024 / 512 / 2,048 against
+#: 139.7 ms (n = 20,000, an H100; benchmarks/README.md, probe ``trtri_leaves``).
 INVERSE_BLOCK = 1024
 #: From this order of the triangle on, the blocked inverse's triangular products (trmm,
 #: syrk) are GEMMs on blocks of ``GEMM_BLOCK`` rows or columns, with trmm only on the
