@@ -6,6 +6,8 @@
                                                  # against the committed baseline
     python benchmarks/run_all.py --check --scale 2 --report-only  # its GPU rows at 2x sizes
     python benchmarks/run_all.py --check --against main  # the rows in turns with main's tree
+    python benchmarks/run_all.py --profile F.json  # GPU host: where each guard row's time
+                                                   # goes (benchmarks/profile_rows.py)
     python benchmarks/run_all.py --plot-from benchmarks/results/suite_h200.json
 
 Writes ``suite_<tag>.json`` (machine, library versions, one row per measurement: median,
@@ -390,7 +392,21 @@ def main():
                         help="with --check: time the rows in turns with another tree's (a "
                              "git revision, or a directory holding a checkout) on this "
                              "host, instead of against the committed baseline's times")
+    parser.add_argument("--profile", default=None, metavar="F.json",
+                        help="GPU host, PyTorch installed: the guard's GPU rows under "
+                             "torch.profiler, summarised into F.json (profile_rows.py)")
     args = parser.parse_args()
+    if args.profile:
+        if args.check or args.quick or args.plot_from:
+            parser.error("--profile runs alone (with --scale at most)")
+        from _harness import GPU
+
+        if not GPU:
+            parser.error("--profile needs a GPU (and PyTorch with CUDA)")
+        import profile_rows
+
+        profile_rows.main(["--scale", str(args.scale), "--out", args.profile])
+        return
     if args.update_baseline and args.scale != 1.0:
         parser.error("--update-baseline keeps the rows at --scale 1 only")
     if args.against and not args.check:
