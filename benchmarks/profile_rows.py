@@ -134,24 +134,23 @@ def main(argv=None):
                         help="only the rows whose names contain one of these")
     parser.add_argument("--out", required=True, help="the summary's JSON")
     args = parser.parse_args(argv)
-    import cupy as cp
     import torch
 
     import _guard
+    from _harness import machine
 
-    out = {"gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-           "torch": torch.__version__, "cupy": cp.__version__, "scale": args.scale,
-           "calls": args.calls, "rows": {}}
+    out = {"machine": machine() | {"torch": torch.__version__}, "scale": args.scale,
+           "calls": args.calls, "profiles": {}}
     for name, call in _guard.gpu_cases(args.scale).items():
         if args.rows and not any(r in name for r in args.rows):
             continue
         try:
             s = profile_row(call, args.calls)
         except Exception as exc:  # a row's failure is reported, the others still run
-            out["rows"][name] = {"error": repr(exc)}
+            out["profiles"][name] = {"error": repr(exc)}
             print(name, "ERROR", repr(exc), flush=True)
             continue
-        out["rows"][name] = s
+        out["profiles"][name] = s
         copies = " ".join(f"{k} {v['count']:.0f}x/{v['mb']:.1f}MB/{v['ms']:.2f}ms"
                           for k, v in s["copies"].items())
         syncs = sum(v["count"] for v in s["sync_calls"].values())

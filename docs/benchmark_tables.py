@@ -66,6 +66,17 @@ def render(results_dir):
                 header=("estimator", "operation", "n", "p", "implementation", "median",
                         "agreement with scikit-learn"),
                 widths="18 22 10 6 16 12 16")
+        if "profiles" in doc:  # profile_rows.py: where each guard row's time goes
+            lines += _table(
+                [(_text(name), f"{p['wall_ms']:.2f} ms", f"{p['gpu_busy_ms']:.2f} ms",
+                  f"{p['kernels']:,.0f}",
+                  f"{sum(c['count'] for c in p['sync_calls'].values()):,.0f}",
+                  "; ".join(f"{_text(k['name'][:40])} {k['ms']:.2f} ms"
+                            for k in p["top_kernels"][:2]))
+                 for name, p in doc["profiles"].items() if "error" not in p],
+                header=("row", "wall (profiled)", "GPU busy", "kernels", "syncs",
+                        "largest kernels"),
+                widths="26 12 12 10 8 32")
         for result in doc.get("results", []):
             case = result.get("case", "?")
             if case == "error":
