@@ -103,10 +103,9 @@ def summarise(events, calls, wall_s, top=8):
 
 
 def profile_row(call, calls, warmup=3):
-    import cupy as cp
     from torch.profiler import ProfilerActivity, profile
 
-    sync = cp.cuda.Device().synchronize
+    from _harness import sync
     for _ in range(warmup):
         call()
     sync()
