@@ -399,8 +399,6 @@ def main():
     if args.profile:
         if args.check or args.quick or args.plot_from:
             parser.error("--profile runs alone (with --scale at most)")
-        from _harness import GPU
-
         if not GPU:
             parser.error("--profile needs a GPU (and PyTorch with CUDA)")
         import profile_rows
@@ -415,8 +413,6 @@ def main():
         parser.error("--against compares two trees; the baseline is not rewritten by it")
     if args.check:
         import _guard
-
-        from _harness import GPU
 
         status = 0
         # the GPU rows' JSON beside --out's
